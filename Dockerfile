@@ -1,0 +1,25 @@
+# One image for web, worker, beat and the one-shot migrate job (docker-compose.yml).
+FROM python:3.11-slim AS base
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    DJANGO_SETTINGS_MODULE=config.settings.production FLEET_VAR_DIR=/var/lib/fleet
+WORKDIR /app
+
+FROM node:20-slim AS frontend
+WORKDIR /frontend
+COPY frontend/ ./
+RUN if [ -f package.json ]; then npm ci --no-audit --no-fund && npm run build; else mkdir -p dist; fi
+
+FROM base
+RUN useradd --system --home /var/lib/fleet --create-home fleet
+COPY pyproject.toml README.md ./
+COPY agents/ ./agents/
+COPY config/ ./config/
+COPY fleet/ ./fleet/
+RUN pip install . ./agents
+COPY manage.py ./
+COPY --from=frontend /frontend/dist ./frontend/dist
+RUN SECRET_KEY=build-only-$(python -c 'import secrets; print(secrets.token_urlsafe(60))') \
+    python manage.py collectstatic --noinput
+USER fleet
+EXPOSE 8000
+CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4", "--access-logfile", "-"]

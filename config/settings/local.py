@@ -1,0 +1,8 @@
+"""Embedded default: SQLite under var/, a file-system Celery broker, a per-checkout secret key."""
+
+from .base import *  # noqa: F403
+from .base import VAR_DIR
+from .env import env_bool, env_str, local_secret_key
+
+DEBUG = env_bool("DEBUG", True)
+SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR)

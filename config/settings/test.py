@@ -1,0 +1,11 @@
+"""Test settings: the embedded default unless DATABASE_URL / REDIS_URL point at real servers (CI sets them)."""
+
+from .base import *  # noqa: F403
+from .base import DATABASES, VAR_DIR
+
+SECRET_KEY = "test-only-not-secret"  # noqa: S105
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not :memory:, so a real Celery worker or gunicorn started by a test sees the same data.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}

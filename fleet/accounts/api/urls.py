@@ -1,0 +1,14 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from .views import APITokenViewSet, MeView, SessionView, UserViewSet
+
+router = SimpleRouter()
+router.register("users", UserViewSet, basename="user")
+router.register("tokens", APITokenViewSet, basename="apitoken")
+
+urlpatterns = [
+    path("me/", MeView.as_view(), name="me"),
+    path("auth/session/", SessionView.as_view(), name="session"),
+    *router.urls,
+]

@@ -1,0 +1,151 @@
+from rest_framework import serializers
+
+from ..choices import Layer, Owner
+from ..models import GPU, Baseline, BoundaryOverride, Node, Pool, Provider, Site, SoftwareStack
+
+
+class ProviderSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Provider
+        fields = ["id", "name", "slug", "kind", "cloud", "support_contact", "notes", "created_at"]
+
+    def validate(self, attrs):
+        kind = attrs.get("kind", getattr(self.instance, "kind", None))
+        cloud = attrs.get("cloud", getattr(self.instance, "cloud", ""))
+        if cloud and kind != "cloud":
+            raise serializers.ValidationError({"cloud": ["Only providers of kind 'cloud' have a cloud."]})
+        return attrs
+
+
+class SiteSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Site
+        fields = ["id", "name", "provider", "region_code", "country", "icp_filing_required", "created_at"]
+
+    def validate_country(self, value: str) -> str:
+        if len(value) != 2 or not value.isalpha():
+            raise serializers.ValidationError("Use an ISO 3166-1 alpha-2 code such as US, DE or CN.")
+        return value.upper()
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    node_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Pool
+        fields = ["id", "name", "provider", "site", "delivery_form", "billing_mode", "instance_type", "gpu_model",
+                  "gpus_per_node", "max_concurrent_replacements", "node_count", "created_at"]
+
+
+def _validate_labels(value):
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("Labels are an object of string keys to string values.")
+    for key, item in value.items():
+        if not isinstance(item, str) or len(key) > 63 or len(item) > 200:
+            raise serializers.ValidationError(f"Label {key!r} must map to a string (keys ≤ 63, values ≤ 200 chars).")
+    return value
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    provider_name = serializers.CharField(source="provider.name", read_only=True)
+    site_name = serializers.CharField(source="site.name", read_only=True, default=None)
+    pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
+    labels = serializers.JSONField(required=False, validators=[_validate_labels])
+
+    class Meta:
+        model = Node
+        fields = ["id", "hostname", "provider", "provider_name", "site", "site_name", "pool", "pool_name",
+                  "delivery_form", "billing_mode", "expected_gpu_count", "expected_gpu_model", "state", "labels",
+                  "public_endpoint", "machine_id", "instance_id", "instance_type", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class GPUSerializer(serializers.ModelSerializer):
+    hostname = serializers.CharField(source="node.hostname", read_only=True)
+
+    class Meta:
+        model = GPU
+        fields = ["id", "node", "hostname", "index", "uuid", "model", "memory_total_bytes", "serial", "pci_bus_id",
+                  "compute_capability", "present", "first_seen", "updated_at"]
+        read_only_fields = fields
+
+
+class SoftwareStackSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SoftwareStack
+        fields = ["id", "node", "collected_at", "hash", "driver_version", "cuda_driver_version", "cuda_toolkits",
+                  "python_version", "frameworks", "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
+        read_only_fields = fields
+
+
+class _FrameworkPinSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=40)
+    version = serializers.CharField(max_length=40, required=False, allow_blank=True)
+    cuda = serializers.CharField(max_length=16, required=False, allow_blank=True)
+
+
+class BaselineSerializer(serializers.ModelSerializer):
+    frameworks = _FrameworkPinSerializer(many=True, required=False)
+    cuda_toolkits = serializers.ListField(child=serializers.CharField(max_length=16), required=False)
+
+    class Meta:
+        model = Baseline
+        fields = ["id", "name", "pool", "node", "driver_version", "cuda_driver_version", "cuda_toolkits",
+                  "frameworks", "container_runtime", "nvidia_container_toolkit", "os", "kernel", "gpu_model",
+                  "gpu_memory_bytes", "gpu_count", "updated_at"]
+        read_only_fields = ["updated_at"]
+
+    def validate(self, attrs):
+        pool = attrs.get("pool", getattr(self.instance, "pool", None))
+        node = attrs.get("node", getattr(self.instance, "node", None))
+        if bool(pool) == bool(node):
+            raise serializers.ValidationError({"pool": ["Set exactly one of pool or node."]})
+        return attrs
+
+
+class BoundaryOverrideSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = BoundaryOverride
+        fields = ["id", "provider", "delivery_form", "node", "layer", "owner", "note", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def validate(self, attrs):
+        provider = attrs.get("provider", getattr(self.instance, "provider", None))
+        node = attrs.get("node", getattr(self.instance, "node", None))
+        if bool(provider) == bool(node):
+            raise serializers.ValidationError({"provider": ["Set exactly one of provider or node."]})
+        if node and attrs.get("delivery_form"):
+            raise serializers.ValidationError({"delivery_form": ["Only provider overrides take a delivery form."]})
+        scope = {"node": node} if node else {"provider": provider, "delivery_form": attrs.get("delivery_form", "")}
+        clash = BoundaryOverride.objects.filter(layer=attrs.get("layer", getattr(self.instance, "layer", "")),
+                                                **scope)
+        if self.instance:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError({"layer": ["This cell already has an override; edit that one."]})
+        return attrs
+
+
+class BoundaryCellSerializer(serializers.Serializer):
+    layer = serializers.ChoiceField(choices=Layer.choices)
+    owner = serializers.ChoiceField(choices=Owner.choices)
+    source = serializers.CharField()
+    note = serializers.CharField(allow_blank=True)
+
+
+class DriftItemSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    expected = serializers.JSONField()
+    actual = serializers.JSONField()
+
+
+class NodeDriftSerializer(serializers.Serializer):
+    baseline = BaselineSerializer(allow_null=True)
+    drifted = serializers.BooleanField()
+    drift = DriftItemSerializer(many=True)
+
+
+class BaselineDriftNodeSerializer(serializers.Serializer):
+    node_id = serializers.IntegerField()
+    hostname = serializers.CharField()
+    drift = DriftItemSerializer(many=True)

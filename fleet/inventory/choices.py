@@ -1,0 +1,67 @@
+from django.db import models
+
+
+class ProviderKind(models.TextChoices):
+    CLOUD = "cloud", "Cloud"
+    IDC = "idc", "IDC / hosting"
+    OWN = "own", "Own datacenter"
+
+
+class CloudKind(models.TextChoices):
+    AWS = "aws", "AWS"
+    GCP = "gcp", "Google Cloud"
+    AZURE = "azure", "Azure"
+    ALIBABA = "alibaba", "Alibaba Cloud"
+    TENCENT = "tencent", "Tencent Cloud"
+    ORACLE = "oracle", "Oracle Cloud"
+    OTHER = "other", "Other"
+
+
+class DeliveryForm(models.TextChoices):
+    CLOUD_SHARED = "cloud_shared", "Cloud, shared / fractional GPU"
+    CLOUD_DEDICATED = "cloud_dedicated", "Cloud, dedicated GPU"
+    BARE_METAL_HOSTED = "bare_metal_hosted", "Bare metal, provider-hosted"
+    BARE_METAL_OWNED = "bare_metal_owned", "Bare metal, our own"
+
+
+class BillingMode(models.TextChoices):
+    ON_DEMAND = "on_demand", "On-demand"
+    RESERVED = "reserved", "Reserved / subscription"
+    SPOT = "spot", "Spot / preemptible"
+
+
+class NodeState(models.TextChoices):
+    ENROLLING = "enrolling", "Enrolling"
+    ACTIVE = "active", "Active"
+    CORDONED = "cordoned", "Cordoned"
+    DRAINING = "draining", "Draining"
+    PREEMPTED = "preempted", "Preempted"
+    REPLACING = "replacing", "Replacing"
+    RETIRED = "retired", "Retired"
+
+
+class Layer(models.TextChoices):
+    """Responsibility layers, bottom to top (DESIGN.md §1)."""
+
+    FACILITY = "facility", "Facility"
+    HARDWARE = "hardware", "Hardware"
+    VIRTUALIZATION = "virtualization", "Virtualization"
+    HOST_OS = "host_os", "Host OS"
+    GPU_DRIVER = "gpu_driver", "GPU driver"
+    CUDA_RUNTIME = "cuda_runtime", "CUDA runtime"
+    FRAMEWORK = "framework", "Framework"
+    APPLICATION = "application", "Application"
+
+
+class Owner(models.TextChoices):
+    PROVIDER = "provider", "Provider"
+    US = "us", "Us"
+    HARDWARE_VENDOR = "hardware_vendor", "Us + hardware vendor"
+    SHARED = "shared", "Shared"
+    NOT_APPLICABLE = "not_applicable", "Not applicable"
+
+
+class BoundarySource(models.TextChoices):
+    DEFAULT = "default", "Default matrix"
+    PROVIDER = "provider", "Provider contract"
+    NODE = "node", "Node override"

@@ -1,0 +1,46 @@
+import pytest
+from rest_framework.test import APIClient
+
+from fleet.accounts.choices import Role
+from fleet.accounts.services import api_token_create
+from tests.factories import UserFactory
+
+
+@pytest.fixture
+def api():
+    return APIClient()
+
+
+def _client_for(role: str) -> APIClient:
+    user = UserFactory(username=f"{role}-user", role=role)
+    client = APIClient()
+    client.force_authenticate(user=user)
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def viewer_api(db):
+    return _client_for(Role.VIEWER)
+
+
+@pytest.fixture
+def operator_api(db):
+    return _client_for(Role.OPERATOR)
+
+
+@pytest.fixture
+def admin_api(db):
+    return _client_for(Role.ADMIN)
+
+
+@pytest.fixture
+def token_for(db):
+    """Return (user, key) for a user of the given role holding a real API token."""
+
+    def make(role: str = Role.OPERATOR, **kwargs):
+        user = UserFactory(username=f"tok-{role}-{UserFactory._meta.model.objects.count()}", role=role)
+        _, key = api_token_create(user=user, name="test", **kwargs)
+        return user, key
+
+    return make
