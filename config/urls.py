@@ -12,6 +12,9 @@ core_router.register("audit", AuditEntryViewSet)
 api_v1 = [
     path("", include("fleet.accounts.api.urls")),
     path("", include("fleet.inventory.api.urls")),
+    path("", include("fleet.telemetry.api.urls")),
+    path("", include("fleet.health.api.urls")),
+    path("", include("fleet.billing.api.urls")),
     path("", include(core_router.urls)),
 ]
 

@@ -29,6 +29,9 @@ INSTALLED_APPS = [
     "fleet.core",
     "fleet.accounts",
     "fleet.inventory",
+    "fleet.telemetry",
+    "fleet.health",
+    "fleet.billing",
 ]
 
 MIDDLEWARE = [
@@ -96,6 +99,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [d for d in [BASE_DIR / "frontend" / "dist"] if d.exists()]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
