@@ -1,0 +1,45 @@
+from django.contrib import admin
+
+from .models import ChangeLogEntry, EnrollmentToken, Event, GPUStatus, NodeCredential, NodeStatus
+
+
+@admin.register(EnrollmentToken)
+class EnrollmentTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "prefix", "provider", "pool", "delivery_form", "billing_mode", "uses", "max_uses",
+                    "expires_at", "revoked_at")
+    readonly_fields = ("prefix", "key_hash", "uses", "created_at")
+
+
+@admin.register(NodeCredential)
+class NodeCredentialAdmin(admin.ModelAdmin):
+    list_display = ("node", "prefix", "created_at", "revoked_at")
+    readonly_fields = ("prefix", "key_hash", "created_at")
+    raw_id_fields = ("node",)
+
+
+@admin.register(NodeStatus)
+class NodeStatusAdmin(admin.ModelAdmin):
+    list_display = ("node", "received_at", "silent", "nvml_status", "gpu_count_seen", "cpu_busy_pct")
+    list_filter = ("silent", "nvml_status")
+    raw_id_fields = ("node",)
+
+
+@admin.register(GPUStatus)
+class GPUStatusAdmin(admin.ModelAdmin):
+    list_display = ("gpu", "node", "collected_at", "utilization_gpu_pct", "temperature_c", "lost")
+    raw_id_fields = ("gpu", "node")
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ("at", "node", "kind", "code", "severity", "message")
+    list_filter = ("kind", "severity")
+    search_fields = ("node__hostname", "message")
+    raw_id_fields = ("node", "gpu")
+
+
+@admin.register(ChangeLogEntry)
+class ChangeLogEntryAdmin(admin.ModelAdmin):
+    list_display = ("at", "node", "field", "summary")
+    search_fields = ("node__hostname", "field")
+    raw_id_fields = ("node",)
