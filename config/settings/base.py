@@ -172,7 +172,14 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+# Every periodic task, in one place. Each is a thin wrapper around a service of the same name.
+CELERY_BEAT_SCHEDULE: dict = {
+    "health-evaluate-fleet": {"task": "health.evaluate_fleet", "schedule": env_int("HEALTH_EVAL_INTERVAL_S", 15)},
+    "telemetry-mark-silent-nodes": {"task": "telemetry.mark_silent_nodes", "schedule": 15},
+    "telemetry-rollup-history": {"task": "telemetry.rollup_history", "schedule": 300},
+    "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
+    "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
+}
 
 # --- Logging --------------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
