@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml $(wildcard agents/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]' $(AGENT)
+	$(BIN)/python manage.py build_agent_wheels --with-deps
 	touch $(STAMP)
 
 setup: $(STAMP)

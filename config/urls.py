@@ -5,6 +5,7 @@ from rest_framework.routers import SimpleRouter
 
 from fleet.core.api.views import AuditEntryViewSet
 from fleet.core.views import healthz, readyz
+from fleet.telemetry.views import agent_file, agent_index, install_script, metrics_view
 
 core_router = SimpleRouter()
 core_router.register("audit", AuditEntryViewSet)
@@ -21,6 +22,10 @@ api_v1 = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
+    path("install.sh", install_script, name="install-script"),
+    path("agent/files/", agent_index, name="agent-index"),
+    path("agent/files/<str:name>", agent_file, name="agent-file"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

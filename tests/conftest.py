@@ -44,3 +44,11 @@ def token_for(db):
         return user, key
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

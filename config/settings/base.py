@@ -149,12 +149,13 @@ CELERY_RESULT_BACKEND = env_str(
 )
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 if CELERY_RESULT_BACKEND.startswith("file://"):
@@ -195,3 +196,19 @@ LOGGING = {
 # --- Product settings -----------------------------------------------------------------------------
 FLEET_DEFAULT_REPORT_INTERVAL_S = env_int("FLEET_REPORT_INTERVAL_S", 15)
 API_TOKEN_LAST_USED_RESOLUTION_S = 60
+TELEMETRY_RAW_RETENTION_HOURS = env_int("TELEMETRY_RAW_RETENTION_HOURS", 24)
+TELEMETRY_ROLLUP_RETENTION_DAYS = env_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 30)
+TELEMETRY_EVENT_RETENTION_DAYS = env_int("TELEMETRY_EVENT_RETENTION_DAYS", 365)
+AGENT_MAX_BODY_BYTES = env_int("AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# Optional bearer token for GET /metrics (blank = open, as Prometheus scrapers usually expect on a private net).
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Public URL agents use to reach this server (install command, enrolment); blank = derived from the request.
+FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
+# Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
+AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
+
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache")}}

@@ -1,0 +1,203 @@
+"""The agent's engine, without threads: collectors in, numbered reports out (and into the spool).
+
+The daemon (``fleet_agent.daemon``) wraps this in its collection loop and watcher thread; the
+simulator drives the very same engine step by step with simulated sources. A collector that fails
+unexpectedly costs its own block of the report (and an ``agent_error`` event), never the report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from fleet_agent.collectors.checkpoint import CheckpointCollector
+from fleet_agent.collectors.stack import StackCollector
+from fleet_agent.collectors.system import SystemCollector
+from fleet_agent.nvml import NvmlAdapter
+from fleet_agent.report import ReportBuilder, ReportParts, cloud_block, is_urgent
+from fleet_agent.spool import Spool
+from fleet_agent.timeutil import rfc3339, utc_now
+
+log = logging.getLogger(__name__)
+
+_NOTICE_EVENT_KIND = {"rebalance": "rebalance", "maintenance": "maintenance"}
+
+
+def notice_event(notice: dict, clock: Callable[[], datetime] = utc_now) -> dict:
+    """The event announcing a cloud notice (terminate/stop/hibernate/preempt → preemption_notice)."""
+    kind = _NOTICE_EVENT_KIND.get(notice.get("kind"), "preemption_notice")
+    deadline = notice.get("deadline")
+    return {
+        "kind": kind,
+        "at": notice.get("received_at") or rfc3339(clock()),
+        "gpu_uuid": None,
+        "pci_bus_id": None,
+        "code": None,
+        "severity": "critical" if kind == "preemption_notice" else "warning",
+        "message": f"{notice.get('source') or 'cloud'}: {notice.get('kind')} notice"
+                   f"{f', deadline {deadline}' if deadline else ', no deadline given'}",
+        "raw": json.dumps(notice.get("detail") if notice.get("detail") is not None else notice,
+                          sort_keys=True, default=str)[:4096],
+    }
+
+
+def agent_error_event(where: str, err: BaseException, clock: Callable[[], datetime] = utc_now) -> dict:
+    return {
+        "kind": "agent_error", "at": rfc3339(clock()), "gpu_uuid": None, "pci_bus_id": None, "code": None,
+        "severity": "warning", "message": f"{where} failed: {type(err).__name__}: {err}"[:2048], "raw": "",
+    }
+
+
+class AgentCore:
+    def __init__(
+        self,
+        *,
+        builder: ReportBuilder,
+        nvml: NvmlAdapter,
+        system: SystemCollector,
+        stack: StackCollector,
+        kernel_log: Any = None,
+        cloud: Any = None,
+        checkpoint: CheckpointCollector | None = None,
+        spool: Spool | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ):
+        self.builder = builder
+        self.nvml = nvml
+        self.system = system
+        self.stack = stack
+        self.kernel_log = kernel_log
+        self.cloud = cloud
+        self.checkpoint = checkpoint
+        self.spool = spool
+        self._clock = clock
+        # Report building is serialised: the collection loop and the urgent watcher both build.
+        self._lock = threading.RLock()
+        self._pending_events: list[dict] = []
+        self._cloud_identity: dict | None = None
+        self._notice: dict | None = None
+        self._notice_key: tuple | None = None
+        self._pci_map: dict[str, str] = {}
+
+    # -- sources polled between reports ---------------------------------------------------------
+
+    def refresh_cloud_identity(self) -> dict | None:
+        if self.cloud is None:
+            return None
+        try:
+            identity = self.cloud.identity()
+        except Exception as err:  # noqa: BLE001 - a metadata quirk must not stop the agent
+            log.warning("cloud identity failed: %s", err)
+            self._pending_events.append(agent_error_event("cloud identity", err, self._clock))
+            return None
+        with self._lock:
+            self._cloud_identity = identity
+        return identity
+
+    def poll_notice(self) -> list[dict]:
+        """Poll the cloud notice once; returns (and queues) an event when a new notice appears."""
+        if self.cloud is None:
+            return []
+        try:
+            notice = self.cloud.poll_notice()
+        except Exception as err:  # noqa: BLE001
+            log.warning("cloud notice poll failed: %s", err)
+            return []
+        with self._lock:
+            self._notice = notice
+            key = (notice.get("kind"), notice.get("deadline"), notice.get("source")) if notice else None
+            if key == self._notice_key:
+                return []
+            self._notice_key = key
+            if notice is None:
+                return []
+            event = notice_event(notice, self._clock)
+            self._pending_events.append(event)
+            return [event]
+
+    def poll_kernel_log(self) -> list[dict]:
+        if self.kernel_log is None:
+            return []
+        try:
+            events = list(self.kernel_log.collect())
+        except Exception as err:  # noqa: BLE001
+            log.warning("kernel log collection failed: %s", err)
+            events = [agent_error_event("kernel log", err, self._clock)]
+        with self._lock:
+            self._pending_events.extend(events)
+        return events
+
+    def has_urgent_pending(self) -> bool:
+        with self._lock:
+            return any(is_urgent(event) for event in self._pending_events)
+
+    # -- reports --------------------------------------------------------------------------------
+
+    def collect(self, *, urgent: bool = False) -> dict:
+        """Build the next report with every event since the previous one; spool it if there is a spool."""
+        with self._lock:
+            self.poll_kernel_log()
+            events, self._pending_events = self._pending_events, []
+            parts = self._collect_parts(events)
+            report = self.builder.build(parts)
+            if self.spool is not None:
+                self.spool.put(report, urgent=urgent or any(is_urgent(e) for e in report["events"]))
+            return report
+
+    def collect_if_urgent(self) -> dict | None:
+        """The watcher's job: poll the fast sources and report at once when something urgent came in."""
+        with self._lock:
+            self.poll_notice()
+            self.poll_kernel_log()
+            if not self.has_urgent_pending():
+                return None
+            return self.collect(urgent=True)
+
+    def _collect_parts(self, events: list[dict]) -> ReportParts:
+        sample = self.nvml.sample()
+        events = events + sample.events
+        self._update_pci_map(sample.gpus)
+        system = self._safe("system collector", self.system.collect, events)
+        checkpoint = self._safe("checkpoint collector", self.checkpoint.collect, events) if self.checkpoint else None
+        stack = self._safe(
+            "stack collector", lambda: self.stack.stack(sample.driver_version, sample.cuda_driver_version), events
+        ) or {"driver_version": sample.driver_version, "cuda_driver_version": sample.cuda_driver_version}
+        host = self._safe(
+            "host facts",
+            lambda: self.stack.host(
+                cpu_count=(system or {}).get("cpu_count"), mem_total_bytes=(system or {}).get("mem_total_bytes")
+            ),
+            events,
+        ) or {}
+        return ReportParts(
+            visibility=sample.visibility,
+            gpus=sample.gpus,
+            system=system,
+            cloud=cloud_block(self._cloud_identity, self._notice),
+            checkpoint=checkpoint,
+            host=host,
+            stack=stack,
+            events=events,
+        )
+
+    def _safe(self, where: str, fn: Callable[[], Any], events: list[dict]) -> Any:
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - one broken collector must not cost the report
+            log.exception("%s failed", where)
+            events.append(agent_error_event(where, err, self._clock))
+            return None
+
+    def _update_pci_map(self, gpus: list[dict]) -> None:
+        mapping = {gpu["pci_bus_id"]: gpu["uuid"] for gpu in gpus if gpu.get("pci_bus_id") and gpu.get("uuid")}
+        if mapping != self._pci_map and self.kernel_log is not None and hasattr(self.kernel_log, "set_pci_map"):
+            self.kernel_log.set_pci_map(mapping)
+        self._pci_map = mapping
+
+    @property
+    def cloud_identity(self) -> dict | None:
+        return self._cloud_identity

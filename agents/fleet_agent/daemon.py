@@ -1,0 +1,134 @@
+"""``fleet-agent run``: the long-running agent.
+
+Threads, and why each exists:
+
+* main — the collection loop, at a fixed rate (a slow cycle shortens the next wait, it never
+  shifts the schedule); it only collects and spools, it never waits on the network;
+* sender — ``SenderThread``: delivers spooled reports, backs off on failure;
+* watcher — polls the cloud notice endpoint and the kernel log every ``notice_poll_s`` (≤ 5 s) and
+  pushes an urgent report at once when an Xid, a lost GPU or a preemption notice shows up;
+* stack — re-probes the software stack (framework imports take seconds) every ``stack_refresh_s``.
+
+SIGTERM/SIGINT stop the loop, then the sender gets a bounded flush before the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Any
+
+from fleet_agent.agent import AgentCore
+from fleet_agent.assembly import delivery_target, load_identity, make_core, resolve_kernel_log_source
+from fleet_agent.config import Config
+from fleet_agent.credentials import credential_path, load_enrollment
+from fleet_agent.sender import Delivery, SenderThread
+from fleet_agent.spool import Spool
+
+log = logging.getLogger(__name__)
+
+FLUSH_TIMEOUT_S = 10.0
+
+
+class Daemon:
+    def __init__(self, config: Config, *, nvml_module: Any = None):
+        self.config = config
+        self.stop_event = threading.Event()
+        self.spool = Spool(config.spool_path, max_bytes=config.spool_max_bytes)
+        self.identity = load_identity(config)
+        self.interval_s = self._interval()
+        self.core: AgentCore = make_core(
+            config,
+            sequences=self.spool,
+            spool=self.spool,
+            identity=self.identity,
+            kernel_log_source=resolve_kernel_log_source(config.kernel_log),
+            kernel_log_state=config.spool_path.with_name("kernel_log.state"),
+            nvml_module=nvml_module,
+        )
+        self.core.builder.interval_s = self.interval_s
+        self.sender = SenderThread(Delivery(self.spool, delivery_target(config, self.identity)),
+                                   poll_s=self.interval_s)
+        self.cycles = 0
+
+    def _interval(self) -> float:
+        """The configured interval wins; otherwise the one the server handed out at enrolment."""
+        if self.config.is_set("interval_s"):
+            return self.config.interval_s
+        try:
+            enrollment = load_enrollment(credential_path(self.config.state_dir))
+        except ValueError:
+            enrollment = None
+        if enrollment is not None and enrollment.interval_s:
+            return float(enrollment.interval_s)
+        return self.config.interval_s
+
+    def install_signal_handlers(self) -> None:
+        def request_stop(signum: int, _frame: Any) -> None:
+            log.info("received %s, stopping", signal.Signals(signum).name)
+            self.stop_event.set()
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+
+    def run(self, *, max_cycles: int | None = None) -> int:
+        log.info("fleet-agent starting: instance %s, interval %.0f s, spool %s (%d pending)",
+                 self.spool.instance_id, self.interval_s, self.spool.path, self.spool.depth())
+        if self.sender.delivery._target() is None:
+            log.warning("not enrolled yet: reports are spooled until `fleet-agent enroll` has run")
+        self.core.refresh_cloud_identity()
+        self.core.stack.refresh()  # once up front, so the first inventory is complete
+        self.sender.start()
+        helpers = [
+            threading.Thread(target=self._watch, name="fleet-agent-watcher", daemon=True),
+            threading.Thread(target=self._refresh_stack, name="fleet-agent-stack", daemon=True),
+        ]
+        for thread in helpers:
+            thread.start()
+        try:
+            self._collection_loop(max_cycles)
+        finally:
+            self.stop_event.set()
+            for thread in helpers:
+                thread.join(timeout=5)
+            flushed = self.sender.stop(flush_timeout_s=FLUSH_TIMEOUT_S)
+            log.info("stopped: %s, %d report(s) left in the spool",
+                     "spool flushed" if flushed else "flush incomplete", self.spool.depth())
+            self.core.nvml.shutdown()
+            self.spool.close()
+        return 0
+
+    def _collection_loop(self, max_cycles: int | None) -> None:
+        next_due = time.monotonic()
+        while not self.stop_event.is_set():
+            try:
+                report = self.core.collect()
+                self.sender.wake(urgent=bool(report["events"]))
+            except Exception:  # noqa: BLE001 - a bad cycle is logged; the next one runs on time
+                log.exception("collection cycle failed")
+            self.cycles += 1
+            if max_cycles is not None and self.cycles >= max_cycles:
+                return
+            next_due += self.interval_s
+            now = time.monotonic()
+            if next_due <= now:  # overran: skip the missed ticks instead of bursting to catch up
+                next_due = now + self.interval_s
+            self.stop_event.wait(next_due - now)
+
+    def _watch(self) -> None:
+        period = self.config.notice_poll_s
+        while not self.stop_event.wait(period):
+            try:
+                if self.core.collect_if_urgent() is not None:
+                    self.sender.wake(urgent=True)
+            except Exception:  # noqa: BLE001
+                log.exception("urgent watcher failed")
+
+    def _refresh_stack(self) -> None:
+        while not self.stop_event.wait(self.config.stack_refresh_s):
+            try:
+                self.core.stack.refresh()
+            except Exception:  # noqa: BLE001
+                log.exception("software stack refresh failed")

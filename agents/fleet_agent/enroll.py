@@ -1,0 +1,68 @@
+"""Enrolment: swap a one-time enrolment token for this node's own credential."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from fleet_agent import __version__
+from fleet_agent.client import REPORTS_PATH, ControlPlaneClient, DeliveryError
+from fleet_agent.credentials import Enrollment, save_enrollment
+from fleet_agent.report import CLOUD_IDENTITY_FIELDS, NodeIdentity
+from fleet_agent.timeutil import rfc3339, utc_now
+
+
+class EnrollmentError(Exception):
+    pass
+
+
+def enrollment_facts(
+    *,
+    identity: NodeIdentity,
+    instance_id: str,
+    gpus: list[dict],
+    cloud: dict | None,
+    labels: dict | None = None,
+) -> dict:
+    """The ``facts`` object of the enrol request (protocol), plus optional operator labels."""
+    names = Counter(gpu["name"] for gpu in gpus if gpu.get("name"))
+    facts = {
+        "machine_id": identity.machine_id,
+        "hostname": identity.hostname,
+        "agent_version": __version__,
+        "agent_instance_id": instance_id,
+        "gpu_count": len(gpus),
+        "gpu_model": names.most_common(1)[0][0] if names else None,
+        "cloud": {key: cloud.get(key) for key in CLOUD_IDENTITY_FIELDS if key != "bare_metal"} if cloud else None,
+    }
+    if labels:
+        facts["labels"] = labels
+    return facts
+
+
+def enroll(
+    client: ControlPlaneClient,
+    token: str,
+    facts: dict,
+    *,
+    credential_file: str | Path,
+) -> Enrollment:
+    """POST the enrolment and write the credential file (0600). Raises ``EnrollmentError``."""
+    try:
+        answer = client.enroll(token, facts)
+    except DeliveryError as err:
+        raise EnrollmentError(f"enrolment failed: {err}") from None
+    credential = answer.get("credential")
+    if not isinstance(credential, str) or not credential:
+        raise EnrollmentError(f"enrolment answer has no credential: {str(answer)[:200]}")
+    node_id = answer.get("node_id")
+    enrollment = Enrollment(
+        server=client.server,
+        node_id=node_id if isinstance(node_id, int) else None,
+        credential=credential,
+        reports_url=answer.get("reports_url") or REPORTS_PATH,
+        interval_s=answer.get("interval_s"),
+        enrolled_at=rfc3339(utc_now()),
+    )
+    save_enrollment(credential_file, enrollment)
+    return enrollment

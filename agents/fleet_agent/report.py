@@ -1,0 +1,136 @@
+"""Assembles one protocol report (schema_version 1.0) from the collectors' outputs.
+
+See docs/agent-protocol.md and fleet_agent/schema/report-v1.schema.json for the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from fleet_agent import __version__
+from fleet_agent.inventory import build_inventory
+from fleet_agent.timeutil import rfc3339, utc_now
+
+SCHEMA_VERSION = "1.0"
+MAX_EVENTS = 1000
+URGENT_EVENT_KINDS = frozenset({"xid", "gpu_lost", "preemption_notice", "rebalance", "maintenance"})
+CLOUD_IDENTITY_FIELDS = ("provider", "instance_id", "instance_type", "region", "spot", "bare_metal")
+
+
+def is_urgent(event: dict) -> bool:
+    """Events that go out at once in a report of their own (protocol: xid, fatal sxid, gpu_lost, notices)."""
+    kind = event.get("kind")
+    return kind in URGENT_EVENT_KINDS or (kind == "sxid" and event.get("severity") == "critical")
+
+
+class SequenceSource(Protocol):
+    instance_id: str
+
+    def next_sequence(self) -> int: ...
+
+    def acked_inventory_hash(self) -> str | None: ...
+
+
+@dataclass
+class EphemeralSequences:
+    """For ``collect --once``: numbers that continue an existing spool's without writing to it."""
+
+    instance_id: str
+    last_sequence: int = 0
+    acked_hash: str | None = None
+
+    def next_sequence(self) -> int:
+        self.last_sequence += 1
+        return self.last_sequence
+
+    def acked_inventory_hash(self) -> str | None:
+        return self.acked_hash
+
+
+@dataclass
+class NodeIdentity:
+    machine_id: str
+    hostname: str
+    node_id: int | None = None
+
+
+@dataclass
+class ReportParts:
+    """Everything collected for one report, before numbering and assembly."""
+
+    visibility: dict
+    gpus: list[dict]
+    system: dict | None
+    cloud: dict | None
+    checkpoint: dict | None
+    host: dict
+    stack: dict
+    events: list[dict]
+
+
+def cloud_block(identity: dict | None, notice: dict | None) -> dict | None:
+    if identity is None:
+        return None
+    block = {key: identity.get(key) for key in CLOUD_IDENTITY_FIELDS}
+    block["notice"] = notice
+    return block
+
+
+def cap_events(events: Iterable[dict], clock: Callable[[], datetime] = utc_now) -> list[dict]:
+    """At most MAX_EVENTS per report; the overflow is summarised in one agent_error event."""
+    events = list(events)
+    if len(events) <= MAX_EVENTS:
+        return events
+    dropped = len(events) - (MAX_EVENTS - 1)
+    kept = events[: MAX_EVENTS - 1]
+    kept.append({
+        "kind": "agent_error", "at": rfc3339(clock()), "gpu_uuid": None, "pci_bus_id": None, "code": None,
+        "severity": "warning", "message": f"{dropped} more events since the last report were not sent",
+        "raw": "",
+    })
+    return kept
+
+
+class ReportBuilder:
+    def __init__(
+        self,
+        *,
+        sequences: SequenceSource,
+        identity: NodeIdentity,
+        interval_s: float,
+        clock: Callable[[], datetime] = utc_now,
+    ):
+        self.sequences = sequences
+        self.identity = identity
+        self.interval_s = interval_s
+        self._clock = clock
+
+    def build(self, parts: ReportParts) -> dict:
+        inventory = build_inventory(host=parts.host, gpus=parts.gpus, stack=parts.stack)
+        sequence = self.sequences.next_sequence()
+        # Sent until a report carrying this hash is acknowledged; the first report of an instance
+        # always has it, because nothing has been acknowledged yet.
+        if inventory["hash"] == self.sequences.acked_inventory_hash():
+            inventory = None
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "agent": {"version": __version__, "instance_id": self.sequences.instance_id},
+            "node": {
+                "node_id": self.identity.node_id,
+                "machine_id": self.identity.machine_id,
+                "hostname": self.identity.hostname,
+            },
+            "sequence": sequence,
+            "collected_at": rfc3339(self._clock()),
+            "interval_s": self.interval_s,
+            "visibility": parts.visibility,
+            "gpus": parts.gpus,
+            "system": parts.system,
+            "cloud": parts.cloud,
+            "checkpoint": parts.checkpoint,
+            "events": cap_events(parts.events, self._clock),
+            "inventory": inventory,
+        }

@@ -1,0 +1,1 @@
+"""Bundled simulator scenarios (JSON). Installed as the fleet_agent.scenarios package."""

@@ -1,0 +1,135 @@
+from rest_framework import serializers
+
+from fleet.inventory.models import Pool, Provider, Site
+
+from ..models import ChangeLogEntry, EnrollmentToken, Event, GPUStatus, NodeStatus
+
+
+class EnrollmentTokenSerializer(serializers.ModelSerializer):
+    provider = serializers.PrimaryKeyRelatedField(queryset=Provider.objects.all())
+    site = serializers.PrimaryKeyRelatedField(queryset=Site.objects.all(), required=False, allow_null=True)
+    pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all(), required=False, allow_null=True)
+    labels = serializers.DictField(child=serializers.CharField(max_length=200), required=False)
+    is_usable = serializers.BooleanField(read_only=True)
+    max_uses = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+
+    class Meta:
+        model = EnrollmentToken
+        fields = ["id", "name", "prefix", "provider", "site", "pool", "delivery_form", "billing_mode", "labels",
+                  "expires_at", "max_uses", "uses", "revoked_at", "is_usable", "created_at"]
+        read_only_fields = ["prefix", "uses", "revoked_at", "created_at"]
+
+
+class EnrollmentTokenCreatedSerializer(EnrollmentTokenSerializer):
+    key = serializers.CharField(read_only=True, help_text="Shown once.")
+    install_command = serializers.CharField(read_only=True)
+
+    class Meta(EnrollmentTokenSerializer.Meta):
+        fields = EnrollmentTokenSerializer.Meta.fields + ["key", "install_command"]
+
+
+class EnrollCloudSerializer(serializers.Serializer):
+    provider = serializers.CharField(allow_null=True, required=False, max_length=32)
+    instance_id = serializers.CharField(allow_null=True, required=False, allow_blank=True, max_length=100)
+    instance_type = serializers.CharField(allow_null=True, required=False, allow_blank=True, max_length=64)
+    region = serializers.CharField(allow_null=True, required=False, allow_blank=True, max_length=64)
+    spot = serializers.BooleanField(allow_null=True, required=False)
+
+
+class EnrollFactsSerializer(serializers.Serializer):
+    machine_id = serializers.RegexField(r"^[A-Za-z0-9_.:-]{8,64}$", max_length=64)
+    hostname = serializers.CharField(max_length=253)
+    agent_version = serializers.CharField(max_length=32, required=False, allow_blank=True)
+    agent_instance_id = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    gpu_count = serializers.IntegerField(min_value=0, max_value=64, required=False, allow_null=True)
+    gpu_model = serializers.CharField(max_length=100, required=False, allow_blank=True, allow_null=True)
+    cloud = EnrollCloudSerializer(required=False, allow_null=True)
+
+
+class EnrollRequestSerializer(serializers.Serializer):
+    token = serializers.CharField(max_length=200)
+    facts = EnrollFactsSerializer()
+
+
+class EnrollResponseSerializer(serializers.Serializer):
+    node_id = serializers.IntegerField()
+    credential = serializers.CharField()
+    reports_url = serializers.CharField()
+    interval_s = serializers.IntegerField()
+
+
+class ReportAckSerializer(serializers.Serializer):
+    acked_sequence = serializers.IntegerField()
+    agent_instance_id = serializers.CharField()
+    accepted = serializers.IntegerField()
+    duplicates = serializers.IntegerField()
+
+
+class GPUStatusSerializer(serializers.ModelSerializer):
+    index = serializers.IntegerField(source="gpu.index")
+    uuid = serializers.CharField(source="gpu.uuid")
+    model = serializers.CharField(source="gpu.model")
+
+    class Meta:
+        model = GPUStatus
+        exclude = ["node"]
+
+
+class NodeStatusSerializer(serializers.ModelSerializer):
+    gpus = serializers.SerializerMethodField()
+
+    class Meta:
+        model = NodeStatus
+        exclude = ["node"]
+
+    def get_gpus(self, obj) -> list[dict]:
+        rows = self.context.get("gpu_statuses", [])
+        return GPUStatusSerializer(rows, many=True).data
+
+
+class EventSerializer(serializers.ModelSerializer):
+    hostname = serializers.CharField(source="node.hostname", read_only=True)
+    gpu_index = serializers.IntegerField(source="gpu.index", read_only=True, default=None)
+    gpu_uuid = serializers.CharField(source="gpu.uuid", read_only=True, default=None)
+
+    class Meta:
+        model = Event
+        fields = ["id", "node", "hostname", "gpu", "gpu_index", "gpu_uuid", "kind", "code", "severity", "at",
+                  "received_at", "pci_bus_id", "message", "raw", "detail"]
+
+
+class ChangeLogEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ChangeLogEntry
+        fields = ["id", "node", "at", "field", "old", "new", "summary"]
+
+
+class SeriesSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    step = serializers.IntegerField()
+    source = serializers.CharField()
+    points = serializers.ListField(child=serializers.ListField())
+
+
+class SeriesQuerySerializer(serializers.Serializer):
+    metric = serializers.ListField(child=serializers.CharField(), min_length=1)
+    start = serializers.DateTimeField(required=False)
+    end = serializers.DateTimeField(required=False)
+    step = serializers.IntegerField(min_value=1, max_value=86400, required=False, default=60)
+
+    def validate(self, attrs):
+        if attrs.get("start") and attrs.get("end") and attrs["start"] >= attrs["end"]:
+            raise serializers.ValidationError({"end": ["end must be after start."]})
+        return attrs
+
+
+class FleetSummarySerializer(serializers.Serializer):
+    nodes = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    silent = serializers.IntegerField()
+    reporting = serializers.IntegerField()
+    by_state = serializers.DictField(child=serializers.IntegerField())
+    by_delivery_form = serializers.DictField(child=serializers.IntegerField())
+    by_billing_mode = serializers.DictField(child=serializers.IntegerField())
+    by_provider = serializers.DictField(child=serializers.IntegerField())
+    nvml_unavailable = serializers.IntegerField()

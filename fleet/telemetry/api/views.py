@@ -1,0 +1,242 @@
+import gzip
+import time
+import zlib
+
+import orjson
+from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
+from rest_framework.views import APIView
+
+from fleet.accounts.choices import Role
+from fleet.core.api.errors import error_body
+from fleet.inventory.models import GPU, Node
+
+from .. import metrics
+from ..authentication import IsNodeAgent, NodeCredentialAuthentication
+from ..models import ChangeLogEntry, EnrollmentToken, Event
+from ..selectors import SeriesError, fleet_summary, gpu_series, node_latest_status, node_series
+from ..services.enrollment import enrollment_token_create, enrollment_token_revoke, node_enroll
+from ..services.ingest import NodeMismatch, reports_ingest
+from ..validation import ReportInvalid, validate_batch
+from .filtersets import EventFilterSet
+from .serializers import (
+    ChangeLogEntrySerializer,
+    EnrollmentTokenCreatedSerializer,
+    EnrollmentTokenSerializer,
+    EnrollRequestSerializer,
+    EnrollResponseSerializer,
+    EventSerializer,
+    FleetSummarySerializer,
+    NodeStatusSerializer,
+    ReportAckSerializer,
+    SeriesQuerySerializer,
+    SeriesSerializer,
+)
+
+
+def public_url(request) -> str:
+    return settings.FLEET_PUBLIC_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
+
+
+class EnrollmentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+                             viewsets.GenericViewSet):
+    """Enrolment tokens (operators). The key and its install command are shown once, at creation."""
+
+    queryset = EnrollmentToken.objects.select_related("provider", "pool", "site")
+    serializer_class = EnrollmentTokenSerializer
+    read_role = Role.OPERATOR
+    filterset_fields = ["provider", "pool", "delivery_form", "billing_mode"]
+
+    @extend_schema(responses={201: EnrollmentTokenCreatedSerializer})
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        token, key = enrollment_token_create(actor=request.user, **serializer.validated_data)
+        token.key = key
+        token.install_command = f"curl -fsSL {public_url(request)}/install.sh | sudo sh -s -- --token {key}"
+        return Response(EnrollmentTokenCreatedSerializer(token).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=EnrollmentTokenSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        token = enrollment_token_revoke(token=self.get_object(), actor=request.user)
+        return Response(EnrollmentTokenSerializer(token).data)
+
+
+class EnrollThrottle(AnonRateThrottle):
+    scope = "enroll"
+    rate = "30/min"
+
+
+class EnrollView(APIView):
+    """Swap an enrolment token and the node's facts for a per-node credential (shown once)."""
+
+    authentication_classes: list = []
+    permission_classes = [permissions.AllowAny]
+    throttle_classes = [EnrollThrottle]
+
+    def get_authenticate_header(self, request):
+        # A bad enrolment token is an authentication failure (401), not a permission one.
+        return "EnrollmentToken"
+
+    @extend_schema(request=EnrollRequestSerializer, responses={201: EnrollResponseSerializer}, auth=[])
+    def post(self, request):
+        serializer = EnrollRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        enrollment = node_enroll(token_key=serializer.validated_data["token"],
+                                 facts=serializer.validated_data["facts"])
+        body = {"node_id": enrollment.node.pk, "credential": enrollment.credential,
+                "reports_url": "/api/v1/agent/reports", "interval_s": settings.FLEET_DEFAULT_REPORT_INTERVAL_S}
+        return Response(body, status=status.HTTP_201_CREATED if enrollment.created else status.HTTP_200_OK)
+
+
+class NodeRateThrottle(SimpleRateThrottle):
+    """Per-node flood protection for the agent endpoints."""
+
+    scope = "agent"
+
+    def get_cache_key(self, request, view):
+        node_id = getattr(request.user, "node_id", None)
+        return None if node_id is None else self.cache_format % {"scope": self.scope, "ident": node_id}
+
+
+def _read_body(request) -> bytes:
+    limit = settings.AGENT_MAX_BODY_BYTES
+    length = int(request.META.get("CONTENT_LENGTH") or 0)
+    if length > limit:
+        raise _TooLarge()
+    raw = request.body
+    if request.META.get("HTTP_CONTENT_ENCODING", "").lower() == "gzip":
+        try:
+            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            raw = decompressor.decompress(raw, limit + 1)
+            if len(raw) > limit or decompressor.unconsumed_tail:
+                raise _TooLarge()
+        except (zlib.error, gzip.BadGzipFile) as exc:
+            raise ParseError(f"Body is not valid gzip: {exc}") from None
+    if len(raw) > limit:
+        raise _TooLarge()
+    return raw
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class ReportsView(APIView):
+    """A batch of agent reports. Idempotent on (node, agent instance, sequence)."""
+
+    authentication_classes = [NodeCredentialAuthentication]
+    permission_classes = [IsNodeAgent]
+    throttle_classes = [NodeRateThrottle]
+    parser_classes: list = []
+
+    @extend_schema(
+        request={"application/json": {"type": "object", "description": "See docs/agent-protocol.md and the "
+                                      "JSON Schema fleet_agent/schema/report-v1.schema.json"}},
+        responses={200: ReportAckSerializer},
+    )
+    def post(self, request):
+        started = time.perf_counter()
+        now = timezone.now()
+        try:
+            payload = orjson.loads(_read_body(request))
+            reports = validate_batch(payload, now=now)
+            result = reports_ingest(node_id=request.user.node_id, reports=reports, now=now)
+        except _TooLarge:
+            metrics.reports_rejected("too_large")
+            limit = settings.AGENT_MAX_BODY_BYTES
+            return Response(error_body("too_large", f"Body exceeds {limit} bytes; send smaller batches."),
+                            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        except orjson.JSONDecodeError as exc:
+            metrics.reports_rejected("malformed")
+            raise ParseError(f"Malformed JSON: {exc}") from None
+        except ReportInvalid as exc:
+            metrics.reports_rejected(exc.code)
+            return Response(error_body(exc.code, f"Invalid report: {', '.join(sorted(exc.fields))}", exc.fields),
+                            status=exc.status)
+        except NodeMismatch as exc:
+            metrics.reports_rejected("wrong_node")
+            raise PermissionDenied(f"A node may only report for itself: {exc}.") from None
+        except ValueError as exc:
+            metrics.reports_rejected("invalid")
+            raise ValidationError({"reports": [str(exc)]}) from None
+        metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
+        return Response({"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
+                         "accepted": result.accepted, "duplicates": result.duplicates})
+
+
+class NodeTelemetryViewSet(viewsets.GenericViewSet):
+    """Per-node telemetry read endpoints, nested under /nodes/{id}/."""
+
+    queryset = Node.objects.all()
+
+    @extend_schema(responses=NodeStatusSerializer)
+    @action(detail=True, methods=["get"])
+    def status(self, request, pk=None):
+        node = self.get_object()
+        status_row, gpus = node_latest_status(node=node)
+        if status_row is None:
+            raise NotFound("This node has not reported yet.")
+        return Response(NodeStatusSerializer(status_row, context={"gpu_statuses": gpus}).data)
+
+    @extend_schema(parameters=[
+        OpenApiParameter("metric", str, many=True, required=True),
+        OpenApiParameter("start", str), OpenApiParameter("end", str), OpenApiParameter("step", int)],
+        responses=SeriesSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def series(self, request, pk=None):
+        return _series_response(request, lambda **kw: node_series(node=self.get_object(), **kw))
+
+    @extend_schema(responses=ChangeLogEntrySerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def changes(self, request, pk=None):
+        rows = ChangeLogEntry.objects.filter(node=self.get_object())[:200]
+        return Response(ChangeLogEntrySerializer(rows, many=True).data)
+
+
+class GPUTelemetryViewSet(viewsets.GenericViewSet):
+    queryset = GPU.objects.all()
+
+    @extend_schema(parameters=[
+        OpenApiParameter("metric", str, many=True, required=True),
+        OpenApiParameter("start", str), OpenApiParameter("end", str), OpenApiParameter("step", int)],
+        responses=SeriesSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def series(self, request, pk=None):
+        return _series_response(request, lambda **kw: gpu_series(gpu=self.get_object(), **kw))
+
+
+def _series_response(request, fetch):
+    query = SeriesQuerySerializer(data={**request.query_params.dict(),
+                                        "metric": request.query_params.getlist("metric")})
+    query.is_valid(raise_exception=True)
+    now = timezone.now()
+    end = query.validated_data.get("end") or now
+    start = query.validated_data.get("start") or end - timezone.timedelta(hours=1)
+    try:
+        data = fetch(metrics=query.validated_data["metric"], start=start, end=end,
+                     step=query.validated_data["step"], now=now)
+    except SeriesError as exc:
+        raise ValidationError({exc.field: [str(exc)]}) from None
+    return Response(data)
+
+
+class EventViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Event.objects.select_related("node", "gpu")
+    serializer_class = EventSerializer
+    filterset_class = EventFilterSet
+    ordering_fields = ["at", "received_at", "severity"]
+    search_fields = ["message", "node__hostname"]
+
+
+class FleetSummaryView(APIView):
+    @extend_schema(responses=FleetSummarySerializer)
+    def get(self, request):
+        return Response(FleetSummarySerializer(fleet_summary()).data)

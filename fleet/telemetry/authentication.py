@@ -1,0 +1,66 @@
+"""Agent authentication: `Authorization: Node <credential>` identifies exactly one node."""
+
+from dataclasses import dataclass
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions, permissions
+
+from .models import NodeCredential
+from .secrets import hash_secret
+
+
+@dataclass(frozen=True)
+class NodePrincipal:
+    """request.user for agent calls. Not a Django user: it can do nothing outside agent endpoints."""
+
+    node_id: int
+    credential_id: int
+    is_authenticated: bool = True
+    is_active: bool = True
+    is_superuser: bool = False
+    username: str = ""
+
+    def has_role(self, role: str) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"node:{self.node_id}"
+
+
+class NodeCredentialAuthentication(authentication.BaseAuthentication):
+    keyword = "node"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower().decode(errors="replace") != self.keyword:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Node <credential>'.")
+        row = (NodeCredential.objects.filter(key_hash=hash_secret(header[1].decode(errors="replace")))
+               .values_list("pk", "node_id", "revoked_at").first())
+        if row is None:
+            raise exceptions.AuthenticationFailed("Unknown node credential.")
+        if row[2] is not None:
+            raise exceptions.AuthenticationFailed("Node credential has been revoked; enrol the node again.")
+        principal = NodePrincipal(node_id=row[1], credential_id=row[0], username=f"node:{row[1]}")
+        return principal, principal
+
+    def authenticate_header(self, request):
+        return "Node"
+
+
+class IsNodeAgent(permissions.BasePermission):
+    message = "This endpoint is for node agents (Authorization: Node <credential>)."
+
+    def has_permission(self, request, view):
+        return isinstance(request.user, NodePrincipal)
+
+
+
+class NodeCredentialScheme(OpenApiAuthenticationExtension):
+    target_class = "fleet.telemetry.authentication.NodeCredentialAuthentication"
+    name = "nodeAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": "`Node <credential>` from enrolment."}

@@ -1,0 +1,92 @@
+"""Read-side queries: latest status, time series, fleet summary."""
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count
+
+from fleet.inventory.models import GPU, Node
+
+from .models import GPUSample, GPUSampleRollup, GPUStatus, NodeSample, NodeSampleRollup, NodeStatus
+
+NODE_METRICS = ["cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "mem_used_pct", "load1", "tcp_retrans_pct",
+                "gpu_util_avg_pct"]
+GPU_METRICS = ["utilization_gpu_pct", "memory_used_bytes", "temperature_c", "power_draw_w", "sm_clock_mhz",
+               "ecc_volatile_uncorrected"]
+MAX_POINTS = 2000
+
+
+class SeriesError(ValueError):
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def _bucketed(rows, start: datetime, step: int) -> list[list]:
+    buckets: dict[int, list[float]] = defaultdict(list)
+    base = int(start.timestamp())
+    for at, value in rows:
+        if value is None:
+            continue
+        slot = base + ((int(at.timestamp()) - base) // step) * step
+        buckets[slot].append(value)
+    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(sum(v) / len(v), 3)]
+            for slot, v in sorted(buckets.items())]
+
+
+def _series(*, raw_model, rollup_model, key: dict, metrics: list[str], allowed: list[str], start: datetime,
+            end: datetime, step: int, now: datetime) -> list[dict]:
+    unknown = [m for m in metrics if m not in allowed]
+    if unknown:
+        raise SeriesError("metric", f"Unknown metric {unknown[0]!r}; choose from {', '.join(allowed)}.")
+    span = (end - start).total_seconds()
+    if span / step > MAX_POINTS:
+        raise SeriesError("step", f"Too many points; use a step of at least {int(span / MAX_POINTS) + 1} s.")
+    raw_since = now - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
+    use_raw = start >= raw_since and step < 300
+    model, time_field = (raw_model, "at") if use_raw else (rollup_model, "bucket")
+    rows = list(model.objects.filter(**key, **{f"{time_field}__gte": start, f"{time_field}__lt": end})
+                .order_by(time_field).values_list(time_field, *metrics))
+    return [{"metric": metric, "step": step, "source": "raw" if use_raw else "5m",
+             "points": _bucketed(((row[0], row[i + 1]) for row in rows), start, step)}
+            for i, metric in enumerate(metrics)]
+
+
+def node_series(*, node: Node, metrics: list[str], start: datetime, end: datetime, step: int,
+                now: datetime) -> list[dict]:
+    return _series(raw_model=NodeSample, rollup_model=NodeSampleRollup, key={"node": node}, metrics=metrics,
+                   allowed=NODE_METRICS, start=start, end=end, step=step, now=now)
+
+
+def gpu_series(*, gpu: GPU, metrics: list[str], start: datetime, end: datetime, step: int,
+               now: datetime) -> list[dict]:
+    return _series(raw_model=GPUSample, rollup_model=GPUSampleRollup, key={"gpu": gpu}, metrics=metrics,
+                   allowed=GPU_METRICS, start=start, end=end, step=step, now=now)
+
+
+def node_latest_status(*, node: Node) -> tuple[NodeStatus | None, list[GPUStatus]]:
+    status = NodeStatus.objects.filter(node=node).first()
+    gpus = list(GPUStatus.objects.filter(node=node, gpu__present=True).select_related("gpu").order_by("gpu__index"))
+    return status, gpus
+
+
+def _counts(queryset, field: str) -> dict[str, int]:
+    return {row[field] or "none": row["n"] for row in queryset.values(field).annotate(n=Count("id")).order_by(field)}
+
+
+def fleet_summary() -> dict:
+    nodes = Node.objects.exclude(state="retired")
+    silent = NodeStatus.objects.filter(silent=True, node__in=nodes).count()
+    reporting = NodeStatus.objects.filter(silent=False, node__in=nodes).count()
+    return {
+        "nodes": nodes.count(),
+        "gpus": GPU.objects.filter(present=True, node__in=nodes).count(),
+        "silent": silent,
+        "reporting": reporting,
+        "by_state": _counts(Node.objects.all(), "state"),
+        "by_delivery_form": _counts(nodes, "delivery_form"),
+        "by_billing_mode": _counts(nodes, "billing_mode"),
+        "by_provider": _counts(nodes, "provider__name"),
+        "nvml_unavailable": NodeStatus.objects.filter(node__in=nodes).exclude(nvml_status="ok").count(),
+    }

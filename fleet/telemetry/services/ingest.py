@@ -1,0 +1,262 @@
+"""The ingestion hot path: one batch of agent reports stored in a small, constant number of queries.
+
+Per batch: lock the agent epoch, read the node's GPU map, then bulk-write the latest node and GPU status,
+history samples and events, and move the epoch's acknowledged sequence. Inventory and stack changes are
+applied only when the report says its inventory hash changed (rare). Urgent events schedule an
+immediate health evaluation after commit.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from celery import current_app
+from django.db import transaction
+
+from fleet.inventory.models import GPU
+
+from ..choices import URGENT_EVENT_KINDS
+from ..models import AgentEpoch, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
+from ..validation import parse_time
+from .inventory import inventory_apply
+
+logger = logging.getLogger(__name__)
+
+_NODE_STATUS_FIELDS = [
+    "received_at", "collected_at", "sequence", "agent_instance_id", "agent_version", "interval_s", "silent",
+    "silent_since", "nvml_status", "nvml_message", "gpu_count_seen", "lost_gpus", "cpu_busy_pct", "cpu_steal_pct",
+    "cpu_iowait_pct", "mem_total_bytes", "mem_available_bytes", "load1", "disk_await_ms_max", "disk_util_pct_max",
+    "tcp_retrans_pct", "system", "cloud", "notice_kind", "notice_deadline", "checkpoint_age_s", "checkpoint",
+]
+_GPU_STATUS_FIELDS = [
+    "node", "collected_at", "lost", "utilization_gpu_pct", "utilization_memory_pct", "memory_used_bytes",
+    "memory_total_bytes", "temperature_c", "power_draw_w", "power_limit_w", "sm_clock_mhz", "clock_event_reasons_mask",
+    "clock_event_reasons", "ecc_volatile_corrected", "ecc_volatile_uncorrected", "ecc_aggregate_corrected",
+    "ecc_aggregate_uncorrected", "retired_pages_count", "retired_pages_pending", "remapped_rows_correctable",
+    "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure", "pcie_gen_current",
+    "pcie_gen_max", "pcie_width_current", "pcie_width_max", "process_count", "process_memory_bytes", "processes",
+    "nvlink",
+]
+
+
+class NodeMismatch(Exception):
+    """A report names a node other than the one whose credential sent it."""
+
+
+@dataclass
+class IngestResult:
+    acked_sequence: int
+    agent_instance_id: str
+    accepted: int = 0
+    duplicates: int = 0
+    urgent_events: int = 0
+    events: list[int] = field(default_factory=list)
+
+
+def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> IngestResult:
+    """Store validated reports (sorted by sequence) for one node. Idempotent per (node, instance, sequence)."""
+    for report in reports:
+        claimed = (report.get("node") or {}).get("node_id")
+        if claimed is not None and claimed != node_id:
+            raise NodeMismatch(f"report names node {claimed}, credential belongs to node {node_id}")
+    instances = {r["agent"]["instance_id"] for r in reports}
+    if len(instances) != 1:
+        raise ValueError("one batch must come from one agent instance")
+    instance_id = instances.pop()
+
+    with transaction.atomic():
+        epoch, _ = AgentEpoch.objects.get_or_create(node_id=node_id, instance_id=instance_id)
+        epoch = AgentEpoch.objects.select_for_update().get(pk=epoch.pk)
+        fresh = [r for r in reports if r["sequence"] > epoch.last_sequence]
+        result = IngestResult(acked_sequence=epoch.last_sequence, agent_instance_id=instance_id,
+                              duplicates=len(reports) - len(fresh))
+        if not fresh:
+            return result
+
+        gpu_ids = dict(GPU.objects.filter(node_id=node_id).values_list("uuid", "pk"))
+        inventory_reports = [r for r in fresh if r.get("inventory")]
+        if inventory_reports:
+            gpu_ids = inventory_apply(node_id=node_id, report=inventory_reports[-1], now=now)
+        gpu_ids = _ensure_reported_gpus(node_id, fresh, gpu_ids)
+        pci_to_gpu = dict(GPU.objects.filter(node_id=node_id).values_list("pci_bus_id", "pk")) if any(
+            r.get("events") for r in fresh) else {}
+
+        latest = fresh[-1]
+        node_samples, gpu_samples, events = [], [], []
+        gpu_status: dict[int, GPUStatus] = {}
+        for report in fresh:
+            at = parse_time(report["collected_at"])
+            system = report.get("system") or {}
+            gpus = report.get("gpus") or []
+            node_samples.append(_node_sample(node_id, at, system, gpus))
+            for gpu in gpus:
+                gpu_pk = gpu_ids.get(gpu.get("uuid"))
+                if gpu_pk is None:
+                    continue
+                gpu_samples.append(_gpu_sample(gpu_pk, at, gpu))
+                gpu_status[gpu_pk] = _gpu_status(gpu_pk, node_id, at, gpu)
+            notice = (report.get("cloud") or {}).get("notice")
+            for event in report.get("events") or []:
+                events.append(_event(node_id, at, event, gpu_ids, pci_to_gpu, notice))
+
+        status = _node_status(node_id, latest, now, instance_id)
+        if inventory_reports:
+            status.inventory_hash = inventory_reports[-1]["inventory"].get("hash", "")
+            NodeStatus.objects.bulk_create([status], update_conflicts=True, unique_fields=["node"],
+                                           update_fields=_NODE_STATUS_FIELDS + ["inventory_hash"])
+        else:
+            NodeStatus.objects.bulk_create([status], update_conflicts=True, unique_fields=["node"],
+                                           update_fields=_NODE_STATUS_FIELDS)
+        if gpu_status:
+            GPUStatus.objects.bulk_create(list(gpu_status.values()), update_conflicts=True, unique_fields=["gpu"],
+                                          update_fields=_GPU_STATUS_FIELDS)
+        NodeSample.objects.bulk_create(node_samples)
+        if gpu_samples:
+            GPUSample.objects.bulk_create(gpu_samples)
+        if events:
+            created = Event.objects.bulk_create(events)
+            result.events = [e.pk for e in created if e.pk is not None]
+        AgentEpoch.objects.filter(pk=epoch.pk).update(last_sequence=latest["sequence"], updated_at=now)
+
+        result.accepted = len(fresh)
+        result.acked_sequence = latest["sequence"]
+        result.urgent_events = sum(1 for e in events if e.kind in URGENT_EVENT_KINDS)
+        if result.urgent_events:
+            transaction.on_commit(lambda: _evaluate_now(node_id))
+    return result
+
+
+def _evaluate_now(node_id: int) -> None:
+    try:
+        current_app.send_task("health.evaluate_nodes", kwargs={"node_ids": [node_id]})
+    except Exception:  # the periodic evaluation catches up; never fail an ingest over the broker
+        logger.exception("could not enqueue urgent evaluation for node %s", node_id)
+
+
+def _ensure_reported_gpus(node_id: int, reports: list[dict], gpu_ids: dict[str, int]) -> dict[str, int]:
+    """GPUs that report status before any inventory names them still get a row (rare: e.g. a hot-added GPU)."""
+    missing = {}
+    for report in reports:
+        for gpu in report.get("gpus") or []:
+            uuid = gpu.get("uuid")
+            if uuid and uuid not in gpu_ids and uuid not in missing:
+                missing[uuid] = GPU(node_id=node_id, uuid=uuid, index=gpu.get("index") or 0,
+                                    model=gpu.get("name") or "", pci_bus_id=gpu.get("pci_bus_id") or "",
+                                    memory_total_bytes=gpu.get("memory_total_bytes"),
+                                    serial=gpu.get("serial") or "",
+                                    compute_capability=gpu.get("compute_capability") or "")
+    if missing:
+        GPU.objects.bulk_create(list(missing.values()), update_conflicts=True, unique_fields=["uuid"],
+                                update_fields=["node", "index", "present"])
+        gpu_ids = dict(GPU.objects.filter(node_id=node_id).values_list("uuid", "pk"))
+    return gpu_ids
+
+
+def _nested(data: dict | None, *keys):
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _node_status(node_id: int, report: dict, now: datetime, instance_id: str) -> NodeStatus:
+    system = report.get("system") or {}
+    visibility = report.get("visibility") or {}
+    cloud = report.get("cloud") or {}
+    notice = cloud.get("notice") or {}
+    checkpoint = report.get("checkpoint") or {}
+    disks = system.get("disks") or []
+    awaits = [d["await_ms"] for d in disks if d.get("await_ms") is not None]
+    utils = [d["util_pct"] for d in disks if d.get("util_pct") is not None]
+    return NodeStatus(
+        node_id=node_id, received_at=now, collected_at=parse_time(report["collected_at"]),
+        sequence=report["sequence"], agent_instance_id=instance_id,
+        agent_version=(report.get("agent") or {}).get("version") or "", interval_s=report.get("interval_s") or 15,
+        silent=False, silent_since=None,
+        nvml_status=visibility.get("nvml") or "ok", nvml_message=(visibility.get("message") or "")[:500],
+        gpu_count_seen=visibility.get("gpu_count"), lost_gpus=visibility.get("lost_gpus") or [],
+        cpu_busy_pct=system.get("cpu_busy_pct"), cpu_steal_pct=system.get("cpu_steal_pct"),
+        cpu_iowait_pct=system.get("cpu_iowait_pct"), mem_total_bytes=system.get("mem_total_bytes"),
+        mem_available_bytes=system.get("mem_available_bytes"), load1=system.get("load1"),
+        disk_await_ms_max=max(awaits) if awaits else None, disk_util_pct_max=max(utils) if utils else None,
+        tcp_retrans_pct=system.get("tcp_retrans_pct"), system=system, cloud=cloud,
+        notice_kind=notice.get("kind") or "",
+        notice_deadline=parse_time(notice["deadline"]) if notice.get("deadline") else None,
+        checkpoint_age_s=checkpoint.get("newest_age_s"), checkpoint=checkpoint,
+    )
+
+
+def _gpu_status(gpu_pk: int, node_id: int, at: datetime, gpu: dict) -> GPUStatus:
+    processes = gpu.get("processes") or []
+    return GPUStatus(
+        gpu_id=gpu_pk, node_id=node_id, collected_at=at, lost=bool(gpu.get("lost")),
+        utilization_gpu_pct=gpu.get("utilization_gpu_pct"), utilization_memory_pct=gpu.get("utilization_memory_pct"),
+        memory_used_bytes=gpu.get("memory_used_bytes"), memory_total_bytes=gpu.get("memory_total_bytes"),
+        temperature_c=gpu.get("temperature_c"), power_draw_w=gpu.get("power_draw_w"),
+        power_limit_w=gpu.get("power_limit_w"), sm_clock_mhz=gpu.get("sm_clock_mhz"),
+        clock_event_reasons_mask=gpu.get("clock_event_reasons_mask"),
+        clock_event_reasons=gpu.get("clock_event_reasons") or [],
+        ecc_volatile_corrected=_nested(gpu, "ecc", "volatile_corrected"),
+        ecc_volatile_uncorrected=_nested(gpu, "ecc", "volatile_uncorrected"),
+        ecc_aggregate_corrected=_nested(gpu, "ecc", "aggregate_corrected"),
+        ecc_aggregate_uncorrected=_nested(gpu, "ecc", "aggregate_uncorrected"),
+        retired_pages_count=_nested(gpu, "retired_pages", "count"),
+        retired_pages_pending=_nested(gpu, "retired_pages", "pending"),
+        remapped_rows_correctable=_nested(gpu, "remapped_rows", "correctable"),
+        remapped_rows_uncorrectable=_nested(gpu, "remapped_rows", "uncorrectable"),
+        remapped_rows_pending=_nested(gpu, "remapped_rows", "pending"),
+        remapped_rows_failure=_nested(gpu, "remapped_rows", "failure"),
+        pcie_gen_current=_nested(gpu, "pcie", "gen_current"), pcie_gen_max=_nested(gpu, "pcie", "gen_max"),
+        pcie_width_current=_nested(gpu, "pcie", "width_current"), pcie_width_max=_nested(gpu, "pcie", "width_max"),
+        process_count=len(processes),
+        process_memory_bytes=sum(p.get("used_memory_bytes") or 0 for p in processes),
+        processes=processes[:64], nvlink=gpu.get("nvlink") or [],
+    )
+
+
+def _node_sample(node_id: int, at: datetime, system: dict, gpus: list[dict]) -> NodeSample:
+    total, available = system.get("mem_total_bytes"), system.get("mem_available_bytes")
+    utils = [g["utilization_gpu_pct"] for g in gpus if g.get("utilization_gpu_pct") is not None]
+    return NodeSample(
+        node_id=node_id, at=at, cpu_busy_pct=system.get("cpu_busy_pct"), cpu_steal_pct=system.get("cpu_steal_pct"),
+        cpu_iowait_pct=system.get("cpu_iowait_pct"),
+        mem_used_pct=round(100.0 * (total - available) / total, 2) if total and available is not None else None,
+        load1=system.get("load1"), tcp_retrans_pct=system.get("tcp_retrans_pct"),
+        gpu_util_avg_pct=round(sum(utils) / len(utils), 2) if utils else None,
+    )
+
+
+def _gpu_sample(gpu_pk: int, at: datetime, gpu: dict) -> GPUSample:
+    return GPUSample(
+        gpu_id=gpu_pk, at=at, utilization_gpu_pct=gpu.get("utilization_gpu_pct"),
+        memory_used_bytes=gpu.get("memory_used_bytes"), temperature_c=gpu.get("temperature_c"),
+        power_draw_w=gpu.get("power_draw_w"), sm_clock_mhz=gpu.get("sm_clock_mhz"),
+        ecc_volatile_uncorrected=_nested(gpu, "ecc", "volatile_uncorrected"),
+        clock_event_reasons_mask=gpu.get("clock_event_reasons_mask"),
+    )
+
+
+def _normal_bus_id(bus_id: str | None) -> str:
+    return (bus_id or "").lower()
+
+
+_NOTICE_KINDS = {"preemption_notice", "rebalance", "maintenance"}
+
+
+def _event(node_id: int, report_at: datetime, event: dict, gpu_ids: dict[str, int],
+           pci_to_gpu: dict[str, int], notice: dict | None) -> Event:
+    gpu_pk = gpu_ids.get(event.get("gpu_uuid") or "")
+    if gpu_pk is None and event.get("pci_bus_id"):
+        wanted = _normal_bus_id(event["pci_bus_id"])
+        gpu_pk = next((pk for bus, pk in pci_to_gpu.items() if _normal_bus_id(bus) == wanted), None)
+    detail = {k: v for k, v in event.items() if k not in ("kind", "at", "gpu_uuid", "pci_bus_id", "code",
+                                                         "severity", "message", "raw")}
+    if notice and event["kind"] in _NOTICE_KINDS:
+        detail["notice"] = notice
+    return Event(
+        node_id=node_id, gpu_id=gpu_pk, kind=event["kind"], code=event.get("code"),
+        severity=event.get("severity") or "info", at=parse_time(event["at"]) if event.get("at") else report_at,
+        pci_bus_id=event.get("pci_bus_id") or "", message=(event.get("message") or "")[:1000],
+        raw=(event.get("raw") or "")[:4000], detail=detail,
+    )

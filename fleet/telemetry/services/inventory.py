@@ -1,0 +1,111 @@
+"""Apply an agent's inventory (GPUs, host, software stack) and log every change on the node."""
+
+from datetime import datetime
+
+from fleet.inventory.models import GPU, Node, SoftwareStack
+
+from ..models import ChangeLogEntry
+
+_STACK_FIELDS = {
+    "driver_version": "driver", "cuda_driver_version": "CUDA (driver max)", "container_runtime": "container runtime",
+    "nvidia_container_toolkit": "NVIDIA container toolkit", "os": "OS", "kernel": "kernel",
+    "python_version": "Python",
+}
+
+
+def _stack_values(stack: dict) -> dict:
+    return {
+        "driver_version": stack.get("driver_version") or "",
+        "cuda_driver_version": stack.get("cuda_driver_version") or "",
+        "cuda_toolkits": sorted(stack.get("cuda_toolkits") or []),
+        "python_version": stack.get("python") or "",
+        "frameworks": stack.get("frameworks") or [],
+        "container_runtime": stack.get("container_runtime") or "",
+        "nvidia_container_toolkit": stack.get("nvidia_container_toolkit") or "",
+        "os": stack.get("os") or "",
+        "kernel": stack.get("kernel") or "",
+    }
+
+
+def _framework_summary(frameworks: list[dict]) -> dict[str, str]:
+    return {f.get("name", "?"): f"{f.get('version') or '?'} (CUDA {f.get('cuda') or '-'})" for f in frameworks}
+
+
+def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, int]:
+    """Upsert the node's GPUs and stack from `report["inventory"]`; return the uuid → GPU id map."""
+    inventory = report["inventory"]
+    changes: list[ChangeLogEntry] = []
+
+    def change(field: str, old, new, summary: str) -> None:
+        changes.append(ChangeLogEntry(node_id=node_id, at=now, field=field, old=old, new=new, summary=summary[:300]))
+
+    existing = {g.uuid: g for g in GPU.objects.filter(node_id=node_id)}
+    by_index = {g.index: g for g in existing.values() if g.present}
+    reported = inventory.get("gpus") or []
+    seen: set[str] = set()
+    upserts: list[GPU] = []
+    for item in reported:
+        uuid = item.get("uuid")
+        if not uuid:
+            continue
+        seen.add(uuid)
+        old = existing.get(uuid)
+        previous_at_index = by_index.get(item.get("index"))
+        if old is None and previous_at_index is not None and previous_at_index.uuid not in {
+                i.get("uuid") for i in reported}:
+            change(f"gpus[{item.get('index')}].serial", previous_at_index.serial or previous_at_index.uuid,
+                   item.get("serial") or uuid,
+                   f"GPU {item.get('index')} replaced: {previous_at_index.serial or previous_at_index.uuid} → "
+                   f"{item.get('serial') or uuid}")
+        elif old is not None and old.serial and item.get("serial") and old.serial != item.get("serial"):
+            change(f"gpus[{item.get('index')}].serial", old.serial, item["serial"],
+                   f"GPU {item.get('index')} serial {old.serial} → {item['serial']}")
+        upserts.append(GPU(
+            node_id=node_id, uuid=uuid, index=item.get("index") or 0, model=item.get("name") or "",
+            memory_total_bytes=item.get("memory_total_bytes"), serial=item.get("serial") or "",
+            pci_bus_id=item.get("pci_bus_id") or "", compute_capability=item.get("compute_capability") or "",
+            present=True,
+        ))
+    if upserts:
+        GPU.objects.bulk_create(upserts, update_conflicts=True, unique_fields=["uuid"],
+                                update_fields=["node", "index", "model", "memory_total_bytes", "serial", "pci_bus_id",
+                                               "compute_capability", "present", "updated_at"])
+    gone = [g for uuid, g in existing.items() if uuid not in seen and g.present]
+    if gone:
+        GPU.objects.filter(pk__in=[g.pk for g in gone]).update(present=False, updated_at=now)
+    old_count = sum(1 for g in existing.values() if g.present)
+    new_count = len(seen)
+    if existing and old_count != new_count:
+        change("gpu_count", old_count, new_count, f"GPU count {old_count} → {new_count}")
+
+    stack = inventory.get("stack")
+    if stack is not None:
+        _apply_stack(node_id, _stack_values(stack), now, change)
+    if changes:
+        ChangeLogEntry.objects.bulk_create(changes)
+    return dict(GPU.objects.filter(node_id=node_id).values_list("uuid", "pk"))
+
+
+def _apply_stack(node_id: int, values: dict, now: datetime, change) -> None:
+    node = Node.objects.select_related("current_stack").get(pk=node_id)
+    current = node.current_stack
+    if current is not None:
+        before = {name: getattr(current, name) for name in values}
+        before["cuda_toolkits"] = sorted(before["cuda_toolkits"] or [])
+        if before == values:
+            return
+        for name, label in _STACK_FIELDS.items():
+            if before[name] != values[name]:
+                change(name, before[name] or None, values[name] or None,
+                       f"{label} {before[name] or '—'} → {values[name] or '—'}")
+        if before["cuda_toolkits"] != values["cuda_toolkits"]:
+            change("cuda_toolkits", before["cuda_toolkits"], values["cuda_toolkits"],
+                   f"CUDA toolkits {', '.join(before['cuda_toolkits']) or '—'} → "
+                   f"{', '.join(values['cuda_toolkits']) or '—'}")
+        old_fw, new_fw = _framework_summary(before["frameworks"]), _framework_summary(values["frameworks"])
+        for name in sorted(set(old_fw) | set(new_fw)):
+            if old_fw.get(name) != new_fw.get(name):
+                change(f"frameworks.{name}", old_fw.get(name), new_fw.get(name),
+                       f"{name} {old_fw.get(name) or '—'} → {new_fw.get(name) or '—'}")
+    stack = SoftwareStack.objects.create(node_id=node_id, collected_at=now, **values)
+    Node.objects.filter(pk=node_id).update(current_stack=stack)

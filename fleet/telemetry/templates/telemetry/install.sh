@@ -1,0 +1,123 @@
+#!/bin/sh
+# GPU fleet agent installer, served by {{ server }}.
+#   curl -fsSL {{ server }}/install.sh | sudo sh -s -- --token TOKEN
+# Installs /opt/fleet-agent (own virtualenv), writes /etc/fleet-agent/agent.toml and a systemd unit,
+# enrols the node and starts the agent. Running it again upgrades in place and keeps the credential.
+#
+# Options:
+#   --token TOKEN      enrolment token (needed on first install)
+#   --server URL       control-plane URL (default {{ server }})
+#   --offline          install the agent and nvidia-ml-py from wheels this server serves (no package index)
+#   --root DIR         install under DIR instead of / (tests, images)
+#   --no-systemd       write the unit file but do not call systemctl
+#   --python PATH      Python 3.9+ interpreter to build the virtualenv with (default python3)
+set -eu
+
+SERVER="{{ server }}"
+TOKEN=""
+OFFLINE=0
+ROOT=""
+SYSTEMD=1
+PYTHON=python3
+AGENT_WHEEL="{{ agent_wheel }}"
+OFFLINE_WHEELS="{{ offline_wheels }}"
+
+die() { echo "fleet-agent install: $*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --token) TOKEN="${2:-}"; shift 2 ;;
+    --server) SERVER="${2:-}"; shift 2 ;;
+    --offline) OFFLINE=1; shift ;;
+    --root) ROOT="${2:-}"; shift 2 ;;
+    --no-systemd) SYSTEMD=0; shift ;;
+    --python) PYTHON="${2:-}"; shift 2 ;;
+    *) die "unknown option $1" ;;
+  esac
+done
+
+[ -n "$AGENT_WHEEL" ] || die "the server has no agent wheel to serve (run: manage.py build_agent_wheels)"
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; install python3 and python3-venv"
+
+PREFIX="$ROOT/opt/fleet-agent"
+CONF_DIR="$ROOT/etc/fleet-agent"
+STATE_DIR="$ROOT/var/lib/fleet-agent"
+UNIT="$ROOT/etc/systemd/system/fleet-agent.service"
+DOWNLOADS="$PREFIX/wheels"
+
+fetch() {  # fetch URL FILE — curl when present, else Python's urllib
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsSL "$1" -o "$2"
+  else
+    "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$1" "$2"
+  fi
+}
+
+if [ ! -f "$STATE_DIR/credential.json" ] && [ -z "$TOKEN" ]; then
+  die "first install needs --token TOKEN"
+fi
+
+mkdir -p "$PREFIX" "$CONF_DIR" "$STATE_DIR" "$DOWNLOADS" "$(dirname "$UNIT")"
+chmod 0700 "$STATE_DIR"
+
+echo "==> virtualenv in $PREFIX/venv"
+[ -x "$PREFIX/venv/bin/python" ] || "$PYTHON" -m venv "$PREFIX/venv"
+
+echo "==> downloading $AGENT_WHEEL from $SERVER"
+fetch "$SERVER/agent/files/$AGENT_WHEEL" "$DOWNLOADS/$AGENT_WHEEL"
+if [ "$OFFLINE" = 1 ]; then
+  for wheel in $OFFLINE_WHEELS; do fetch "$SERVER/agent/files/$wheel" "$DOWNLOADS/$wheel"; done
+  "$PREFIX/venv/bin/python" -m pip install -q --upgrade --no-index --find-links "$DOWNLOADS" "$DOWNLOADS/$AGENT_WHEEL"
+else
+  "$PREFIX/venv/bin/python" -m pip install -q --upgrade "$DOWNLOADS/$AGENT_WHEEL"
+fi
+
+CONF="$CONF_DIR/agent.toml"
+if [ ! -f "$CONF" ]; then
+  echo "==> writing $CONF"
+  cat > "$CONF" <<CONF
+# fleet-agent configuration; environment variables FLEET_AGENT_* and flags override it.
+server = "$SERVER"
+state_dir = "/var/lib/fleet-agent"
+interval_s = 15
+CONF
+fi
+
+AGENT="$PREFIX/venv/bin/fleet-agent"
+if [ -f "$STATE_DIR/credential.json" ]; then
+  echo "==> already enrolled; keeping the credential (upgrade)"
+else
+  echo "==> enrolling with $SERVER"
+  "$AGENT" enroll --config "$CONF" --server "$SERVER" --state-dir "$STATE_DIR" --token "$TOKEN"
+fi
+
+echo "==> systemd unit $UNIT"
+cat > "$UNIT" <<UNIT
+[Unit]
+Description=GPU fleet agent
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+ExecStart=/opt/fleet-agent/venv/bin/fleet-agent run --config /etc/fleet-agent/agent.toml
+Restart=always
+RestartSec=5
+# Root is needed for /dev/kmsg (kernel log: Xid lines); everything else works unprivileged.
+User=root
+NoNewPrivileges=true
+ProtectSystem=full
+ReadWritePaths=/var/lib/fleet-agent
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+
+if [ "$SYSTEMD" = 1 ]; then
+  systemctl daemon-reload
+  systemctl enable fleet-agent >/dev/null
+  systemctl restart fleet-agent
+  echo "==> fleet-agent running (systemctl status fleet-agent)"
+else
+  echo "==> skipped systemctl (--no-systemd)"
+fi
+echo "done."

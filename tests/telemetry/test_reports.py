@@ -1,0 +1,220 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fleet.inventory.models import GPU, Node
+from fleet.telemetry.models import ChangeLogEntry, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
+from tests.telemetry.reports import ReportBuilder
+
+pytestmark = pytest.mark.django_db
+
+XID79 = ("[ 1234.567890] NVRM: Xid (PCI:0000:01:00): 79, pid=<unknown>, name=<unknown>, "
+         "GPU has fallen off the bus.")
+
+
+def test_first_report_stores_inventory_status_history(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    response = agent.send(builder.report(with_inventory=True))
+    assert response.status_code == 200, response.content
+    assert response.json() == {"acked_sequence": 1, "agent_instance_id": builder.instance_id, "accepted": 1,
+                               "duplicates": 0}
+    node = Node.objects.get(pk=agent.node_id)
+    assert node.gpus.count() == 8
+    assert node.current_stack.driver_version == "550.54.15"
+    status = NodeStatus.objects.get(node=node)
+    assert status.cpu_busy_pct == 35.0
+    assert status.disk_await_ms_max == 0.3
+    assert GPUStatus.objects.filter(node=node).count() == 8
+    gpu0 = GPUStatus.objects.get(gpu__index=0, node=node)
+    assert gpu0.process_count == 1
+    assert gpu0.pcie_gen_max == 5
+    assert NodeSample.objects.filter(node=node).count() == 1
+    assert GPUSample.objects.count() == 8
+
+
+def test_repeated_sequence_is_acknowledged_and_ignored(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    first = builder.report(with_inventory=True)
+    second = builder.report()
+    assert agent.send(first, second).json()["acked_sequence"] == 2
+    replay = agent.send(first, second)
+    assert replay.status_code == 200
+    assert replay.json() == {"acked_sequence": 2, "agent_instance_id": builder.instance_id, "accepted": 0,
+                             "duplicates": 2}
+    assert NodeSample.objects.count() == 2
+    # A batch that overlaps the acknowledged range stores only the new report.
+    third = builder.report()
+    body = agent.send(second, third).json()
+    assert (body["accepted"], body["duplicates"], body["acked_sequence"]) == (1, 1, 3)
+    assert NodeSample.objects.count() == 3
+
+
+def test_reinstalled_agent_starts_a_new_sequence_epoch(enroll):
+    agent = enroll()
+    old = ReportBuilder(agent.node_id)
+    for _ in range(5):
+        agent.send(old.report(with_inventory=old.sequence == 0))
+    fresh = ReportBuilder(agent.node_id)  # new instance id, sequence starts at 1 again
+    body = agent.send(fresh.report(with_inventory=True)).json()
+    assert (body["accepted"], body["acked_sequence"]) == (1, 1)
+    assert NodeSample.objects.count() == 6
+
+
+def test_gzip_body_is_accepted(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    response = agent.send(builder.report(with_inventory=True), builder.report(), compress=True)
+    assert response.status_code == 200
+    assert response.json()["accepted"] == 2
+
+
+def test_events_are_stored_with_gpu_attribution(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    event = {"kind": "xid", "at": "2026-12-02T10:00:00Z", "gpu_uuid": None, "pci_bus_id": "00000000:01:00.0",
+             "code": 79, "severity": "critical", "message": "GPU has fallen off the bus", "raw": XID79}
+    assert agent.send(builder.report(events=[event])).status_code == 200
+    stored = Event.objects.get()
+    assert stored.gpu.index == 0
+    assert stored.code == 79
+    assert stored.raw == XID79
+
+
+def test_urgent_event_enqueues_evaluation_after_commit(enroll, monkeypatch, django_capture_on_commit_callbacks):
+    sent = []
+    monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",
+                        lambda name, kwargs: sent.append((name, kwargs)))
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    with django_capture_on_commit_callbacks(execute=True):
+        agent.send(builder.report(with_inventory=True))
+    assert sent == []
+    event = {"kind": "gpu_lost", "at": "2026-12-02T10:00:00Z", "gpu_uuid": builder.gpus[3]["uuid"], "pci_bus_id": None,
+             "code": None, "severity": "critical", "message": "GPU lost", "raw": ""}
+    with django_capture_on_commit_callbacks(execute=True):
+        agent.send(builder.report(events=[event]))
+    assert sent == [("health.evaluate_nodes", {"node_ids": [agent.node_id]})]
+
+
+def test_driver_upgrade_and_gpu_loss_are_in_the_change_log(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    assert ChangeLogEntry.objects.count() == 0
+    builder.gpus = builder.gpus[:7]
+    agent.send(builder.report(with_inventory=True, stack={"driver_version": "560.28.03"}))
+    summaries = set(ChangeLogEntry.objects.values_list("summary", flat=True))
+    assert "driver 550.54.15 → 560.28.03" in summaries
+    assert "GPU count 8 → 7" in summaries
+    assert GPU.objects.filter(present=False).count() == 1
+    assert Node.objects.get(pk=agent.node_id).stacks.count() == 2
+
+
+def test_gpu_serial_replacement_is_logged(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id, gpus=2)
+    agent.send(builder.report(with_inventory=True))
+    builder.gpus[1] = {**builder.gpus[1], "uuid": "GPU-replaced-0000-0000-0000-000000000000", "serial": "SNNEW"}
+    agent.send(builder.report(with_inventory=True))
+    entry = ChangeLogEntry.objects.get(field="gpus[1].serial")
+    assert (entry.old, entry.new) == ("SN000001", "SNNEW")
+
+
+def test_node_cannot_report_for_another_node(enroll):
+    agent_a = enroll("aaaaaaaaaaaaaaaa", "gpu-a")
+    agent_b = enroll("bbbbbbbbbbbbbbbb", "gpu-b")
+    builder = ReportBuilder(agent_b.node_id)
+    response = agent_a.send(builder.report(with_inventory=True))
+    assert response.status_code == 403
+    assert NodeStatus.objects.count() == 0
+
+
+def test_unknown_credential_is_401():
+    from tests.telemetry.conftest import Agent
+
+    assert Agent(1, "fn_nope").send({"sequence": 1}).status_code == 401
+
+
+def test_user_token_cannot_post_reports(operator_api):
+    assert operator_api.post("/api/v1/agent/reports", {"reports": []}, format="json").status_code in (401, 403)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda r: r["gpus"][1].update(utilization_gpu_pct=400), "reports[1].gpus[1].utilization_gpu_pct"),
+        (lambda r: r["gpus"][0].update(temperature_c="hot"), "reports[1].gpus[0].temperature_c"),
+        (lambda r: r.update(sequence=-3), "reports[1].sequence"),
+        (lambda r: r["system"].update(cpu_busy_pct=-5), "reports[1].system.cpu_busy_pct"),
+        (lambda r: r.update(collected_at=(datetime.now(UTC) + timedelta(days=2)).isoformat()),
+         "reports[1].collected_at"),
+        (lambda r: r.update(collected_at="yesterday"), "reports[1].collected_at"),
+    ],
+)
+def test_bad_values_are_400_naming_the_field_and_store_nothing(enroll, mutate, field):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    good = builder.report(with_inventory=True)
+    bad = builder.report()
+    mutate(bad)
+    response = agent.send(good, bad)
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert any(name.startswith(field) for name in error["fields"]), error
+    assert NodeStatus.objects.count() == 0
+    assert NodeSample.objects.count() == 0
+
+
+def test_unknown_major_version_is_400(enroll):
+    agent = enroll()
+    report = ReportBuilder(agent.node_id).report(with_inventory=True, schema_version="2.0")
+    response = agent.send(report)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "unsupported_version"
+    assert "2.0" in response.json()["error"]["message"] + str(response.json()["error"]["fields"])
+
+
+def test_malformed_json_is_400(enroll):
+    agent = enroll()
+    response = agent.client.generic("POST", "/api/v1/agent/reports", b"{not json", content_type="application/json")
+    assert response.status_code == 400
+    assert "JSON" in response.json()["error"]["message"]
+
+
+def test_oversize_body_is_413(enroll, settings):
+    settings.AGENT_MAX_BODY_BYTES = 2000
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    response = agent.send(builder.report(with_inventory=True))
+    assert response.status_code == 413
+    assert NodeStatus.objects.count() == 0
+    response = agent.send(builder.report(with_inventory=True), compress=True)  # a gzip bomb is measured decoded
+    assert response.status_code == 413
+
+
+def test_flooding_node_is_rate_limited(enroll, settings):
+    from rest_framework.settings import api_settings
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"agent": "3/min"}}
+    from fleet.telemetry.api.views import NodeRateThrottle
+
+    NodeRateThrottle.THROTTLE_RATES = {"agent": "3/min"}
+    try:
+        agent = enroll()
+        builder = ReportBuilder(agent.node_id)
+        codes = [agent.send(builder.report(with_inventory=True)).status_code for _ in range(5)]
+    finally:
+        NodeRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    assert codes[:3] == [200, 200, 200]
+    assert codes[3] == 429
+
+
+def test_query_count_is_constant_per_batch(enroll, django_assert_max_num_queries):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    with django_assert_max_num_queries(12):
+        assert agent.send(*[builder.report() for _ in range(20)]).json()["accepted"] == 20
