@@ -7,6 +7,7 @@ that instance, and can be told to misbehave:
     server.fail_next("503")                 # answer 503 to the next report POST
     server.fail_next("abort_before_store")  # read half the body, then drop the connection
     server.fail_next("abort_after_store")   # store the batch, then drop the connection (ack lost)
+    server.fail_next("stall_after_store")   # store the batch, then hang until ``release`` is set
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ class FakeControlPlane:
         self.acks: list[int] = []
         self.gzip_posts = 0
         self._failures: list[str] = []
+        self.release = threading.Event()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
 
     # -- control --------------------------------------------------------------------------------
 
@@ -77,6 +80,7 @@ class FakeControlPlane:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -183,7 +187,9 @@ class FakeControlPlane:
                     plane.duplicates += duplicates
                     acked = max(plane.stored[instance])
                     plane.acks.append(acked)
-                if failure == "abort_after_store":
+                if failure == "stall_after_store":
+                    plane.release.wait(30)
+                if failure in ("abort_after_store", "stall_after_store"):
                     self._drop_connection()
                     return
                 self._json(200, {"acked_sequence": acked, "agent_instance_id": instance,

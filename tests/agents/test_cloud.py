@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 from fleet_agent.collectors import cloud as cloud_module
 from fleet_agent.collectors.cloud import CloudCollector, NoticeWatcher, detect_cloud, read_dmi
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 from fleet_agent.collectors.kernel_log import KernelLogCollector, normalize_pci_bus_id, parse_line
 from fleet_agent.xid import CATALOG_VERSION, XID_CATALOG, xid_info
 

@@ -54,7 +54,8 @@ def test_pending_respects_count_and_byte_limits(tmp_path):
 
 def test_full_spool_drops_oldest_metrics_before_any_event_or_inventory(tmp_path):
     spool = Spool(tmp_path / "spool.db", max_bytes=12_000)
-    precious = [_report(spool, events=1, padding=1000)["sequence"], _report(spool, inventory="a" * 64, padding=1000)["sequence"]]
+    precious = [_report(spool, events=1, padding=1000)["sequence"],
+                _report(spool, inventory="a" * 64, padding=1000)["sequence"]]
     metrics = [_report(spool, padding=1000)["sequence"] for _ in range(20)]
     kept = [r.sequence for r in spool.pending(limit=1000)]
     assert set(precious) <= set(kept)

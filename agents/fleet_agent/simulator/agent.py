@@ -298,7 +298,8 @@ class SimulatedAgent:
         while last + period <= self.t:
             last += period
             for gpu in self._gpus(fault):
-                self.kernel_log.xid(self.proc.uptime, gpu.bus_id, int(fault.params["code"]), fault.params.get("message"))
+                self.kernel_log.xid(self.proc.uptime, gpu.bus_id, int(fault.params["code"]),
+                                    fault.params.get("message"))
         self._xid_repeats[index] = last
 
     def _edit_torch(self, **changes: object) -> None:

@@ -212,7 +212,8 @@ def _parse_node(data: Any, where: str) -> tuple[NodeSpec, int]:
     billing = _one_of(data.get("billing_mode", "on_demand" if cloud else "owned"), BILLING_MODES,
                       f"{where}.billing_mode")
     gpu = data.get("gpu") or {}
-    _expect(isinstance(gpu, dict), f"{where}.gpu", "must be an object like {\"model\": \"H100-SXM-80GB\", \"count\": 8}")
+    _expect(isinstance(gpu, dict), f"{where}.gpu",
+            "must be an object like {\"model\": \"H100-SXM-80GB\", \"count\": 8}")
     model = _one_of(gpu.get("model", "H100-SXM-80GB"), tuple(GPU_MODELS), f"{where}.gpu.model")
     gpu_count = int(_number(gpu.get("count", 8), f"{where}.gpu.count", 0, 64))
     stack = copy.deepcopy(DEFAULT_STACK)
