@@ -33,7 +33,7 @@ class Command(BaseCommand):
                                                                        "config.settings.local")}
         commands = {
             "web": [python, "-m", "gunicorn", "config.wsgi", "--bind", bind, "--workers", str(web_workers),
-                    "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5"],
+                    "--threads", "4", "--graceful-timeout", "5"],
             "worker": [python, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",
                        "--concurrency", "2", "--without-gossip", "--without-mingle"],
             "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",

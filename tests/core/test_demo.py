@@ -1,0 +1,31 @@
+import pytest
+
+from fleet.core.demo import demo_seed
+from fleet.inventory.models import BoundaryOverride, Pool, Site
+from fleet.inventory.selectors import node_boundary
+from fleet.telemetry.models import EnrollmentToken
+from fleet.telemetry.services.enrollment import node_enroll
+from fleet_agent.simulator import load_scenario
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_demo_seed_matches_scenario_and_is_idempotent():
+    scenario = load_scenario("demo-fleet")
+    admin = UserFactory(role="admin", is_superuser=True)
+    groups = demo_seed(scenario=scenario, actor=admin)
+    assert sum(len(g.scenario.nodes) for g in groups) == len(scenario.nodes) == 24
+    assert {g.key[2] for g in groups} <= {"on_demand", "reserved", "spot"}
+    assert Pool.objects.count() == len(groups)
+    assert Site.objects.get(name="cn-hangzhou").icp_filing_required is True
+    assert BoundaryOverride.objects.filter(provider__slug="own", layer="facility", owner="us").exists()
+    demo_seed(scenario=scenario, actor=admin)
+    assert Pool.objects.count() == len(groups)
+    assert EnrollmentToken.objects.count() == 2 * len(groups)
+
+    owned = next(g for g in groups if g.key[0] == "own")
+    enrollment = node_enroll(token_key=owned.token, facts={"machine_id": "0123456789abcdef", "hostname": "own-1"})
+    cells = {c.layer: c for c in node_boundary(node=enrollment.node)}
+    assert (cells["facility"].owner, cells["facility"].source) == ("us", "provider")
+    assert cells["hardware"].owner == "hardware_vendor"
