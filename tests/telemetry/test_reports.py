@@ -218,3 +218,26 @@ def test_query_count_is_constant_per_batch(enroll, django_assert_max_num_queries
     agent.send(builder.report(with_inventory=True))
     with django_assert_max_num_queries(12):
         assert agent.send(*[builder.report() for _ in range(20)]).json()["accepted"] == 20
+
+
+def test_preemption_notice_is_recorded_by_billing_after_commit(enroll, monkeypatch,
+                                                               django_capture_on_commit_callbacks):
+    sent = []
+    monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",
+                        lambda name, kwargs: sent.append((name, kwargs)))
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    notice = {"kind": "terminate", "deadline": "2026-12-02T10:02:00Z", "received_at": "2026-12-02T10:00:00Z",
+              "source": "aws.spot.instance-action", "detail": {"action": "terminate"}}
+    event = {"kind": "preemption_notice", "at": "2026-12-02T10:00:00Z", "gpu_uuid": None, "pci_bus_id": None,
+             "code": None, "severity": "critical", "message": "spot interruption", "raw": "{}"}
+    cloud = {"provider": "aws", "instance_id": "i-1", "instance_type": "p5.48xlarge", "region": "us-east-1",
+             "spot": True, "bare_metal": False, "notice": notice}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert agent.send(builder.report(events=[event], cloud=cloud)).status_code == 200
+    stored = Event.objects.get(kind="preemption_notice")
+    assert stored.detail["notice"]["deadline"] == "2026-12-02T10:02:00Z"
+    assert sent == [("billing.record_preemption_notice", {"event_id": stored.pk}),
+                    ("health.evaluate_nodes", {"node_ids": [agent.node_id]})]
+    assert NodeStatus.objects.get().notice_kind == "terminate"

@@ -15,7 +15,7 @@ from django.db import transaction
 
 from fleet.inventory.models import GPU
 
-from ..choices import URGENT_EVENT_KINDS
+from ..choices import URGENT_EVENT_KINDS, EventKind
 from ..models import AgentEpoch, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
 from ..validation import parse_time
 from .inventory import inventory_apply
@@ -122,15 +122,19 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
         result.acked_sequence = latest["sequence"]
         result.urgent_events = sum(1 for e in events if e.kind in URGENT_EVENT_KINDS)
         if result.urgent_events:
-            transaction.on_commit(lambda: _evaluate_now(node_id))
+            notices = [e.pk for e in events if e.kind == EventKind.PREEMPTION_NOTICE and e.pk is not None]
+            transaction.on_commit(lambda: _after_urgent(node_id, notices))
     return result
 
 
-def _evaluate_now(node_id: int) -> None:
+def _after_urgent(node_id: int, notice_event_ids: list[int]) -> None:
+    """Evaluate the node now and record announced preemptions; the periodic tasks catch up if the broker fails."""
     try:
+        for event_id in notice_event_ids:
+            current_app.send_task("billing.record_preemption_notice", kwargs={"event_id": event_id})
         current_app.send_task("health.evaluate_nodes", kwargs={"node_ids": [node_id]})
-    except Exception:  # the periodic evaluation catches up; never fail an ingest over the broker
-        logger.exception("could not enqueue urgent evaluation for node %s", node_id)
+    except Exception:  # never fail an ingest over the broker
+        logger.exception("could not enqueue urgent work for node %s", node_id)
 
 
 def _ensure_reported_gpus(node_id: int, reports: list[dict], gpu_ids: dict[str, int]) -> dict[str, int]:
