@@ -5,6 +5,7 @@ process on its own (docker-compose.yml).
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,8 +30,12 @@ class Command(BaseCommand):
         call_command("ensure_admin")
         call_command("collectstatic", interactive=False, verbosity=0)
         python = sys.executable
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
-                                                                       "config.settings.local")}
+        # Counters from several gunicorn workers add up through files in this folder (prometheus_client).
+        metrics_dir = settings.VAR_DIR / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+               "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.local")}
         commands = {
             "web": [python, "-m", "gunicorn", "config.wsgi", "--bind", bind, "--workers", str(web_workers),
                     "--threads", "4", "--graceful-timeout", "5"],
