@@ -39,16 +39,23 @@ def notice_event(notice: dict, clock: Callable[[], datetime] = utc_now) -> dict:
         "code": None,
         "severity": "critical" if kind == "preemption_notice" else "warning",
         "message": f"{notice.get('source') or 'cloud'}: {notice.get('kind')} notice"
-                   f"{f', deadline {deadline}' if deadline else ', no deadline given'}",
-        "raw": json.dumps(notice.get("detail") if notice.get("detail") is not None else notice,
-                          sort_keys=True, default=str)[:4096],
+        f"{f', deadline {deadline}' if deadline else ', no deadline given'}",
+        "raw": json.dumps(
+            notice.get("detail") if notice.get("detail") is not None else notice, sort_keys=True, default=str
+        )[:4096],
     }
 
 
 def agent_error_event(where: str, err: BaseException, clock: Callable[[], datetime] = utc_now) -> dict:
     return {
-        "kind": "agent_error", "at": rfc3339(clock()), "gpu_uuid": None, "pci_bus_id": None, "code": None,
-        "severity": "warning", "message": f"{where} failed: {type(err).__name__}: {err}"[:2048], "raw": "",
+        "kind": "agent_error",
+        "at": rfc3339(clock()),
+        "gpu_uuid": None,
+        "pci_bus_id": None,
+        "code": None,
+        "severity": "warning",
+        "message": f"{where} failed: {type(err).__name__}: {err}"[:2048],
+        "raw": "",
     }
 
 
@@ -92,7 +99,8 @@ class AgentCore:
             identity = self.cloud.identity()
         except Exception as err:  # noqa: BLE001 - a metadata quirk must not stop the agent
             log.warning("cloud identity failed: %s", err)
-            self._pending_events.append(agent_error_event("cloud identity", err, self._clock))
+            with self._lock:
+                self._pending_events.append(agent_error_event("cloud identity", err, self._clock))
             return None
         with self._lock:
             self._cloud_identity = identity
@@ -120,6 +128,8 @@ class AgentCore:
             return [event]
 
     def poll_kernel_log(self) -> list[dict]:
+        """Read new kernel log lines into the pending events (one poller at a time: the collector keeps
+        a file offset)."""
         if self.kernel_log is None:
             return []
         try:
@@ -137,10 +147,15 @@ class AgentCore:
 
     # -- reports --------------------------------------------------------------------------------
 
-    def collect(self, *, urgent: bool = False) -> dict:
-        """Build the next report with every event since the previous one; spool it if there is a spool."""
+    def collect(self, *, urgent: bool = False, poll_sources: bool = True) -> dict:
+        """Build the next report with every event since the previous one; spool it if there is a spool.
+
+        ``poll_sources=False`` when another thread (the daemon's watcher) polls the kernel log, so the
+        collection cycle does no log I/O of its own.
+        """
         with self._lock:
-            self.poll_kernel_log()
+            if poll_sources:
+                self.poll_kernel_log()
             events, self._pending_events = self._pending_events, []
             parts = self._collect_parts(events)
             report = self.builder.build(parts)
@@ -149,30 +164,42 @@ class AgentCore:
             return report
 
     def collect_if_urgent(self) -> dict | None:
-        """The watcher's job: poll the fast sources and report at once when something urgent came in."""
+        """The watcher's job: poll the fast sources and report at once when something urgent came in.
+
+        The polling (metadata HTTP, log reads) happens outside the report lock, so a slow metadata
+        service never holds up the collection loop.
+        """
+        self.poll_notice()
+        self.poll_kernel_log()
         with self._lock:
-            self.poll_notice()
-            self.poll_kernel_log()
             if not self.has_urgent_pending():
                 return None
-            return self.collect(urgent=True)
+            return self.collect(urgent=True, poll_sources=False)
 
     def _collect_parts(self, events: list[dict]) -> ReportParts:
         sample = self.nvml.sample()
         events = events + sample.events
         self._update_pci_map(sample.gpus)
         system = self._safe("system collector", self.system.collect, events)
-        checkpoint = self._safe("checkpoint collector", self.checkpoint.collect, events) if self.checkpoint else None
+        checkpoint = (
+            self._safe("checkpoint collector", self.checkpoint.collect, events) if self.checkpoint else None
+        )
         stack = self._safe(
-            "stack collector", lambda: self.stack.stack(sample.driver_version, sample.cuda_driver_version), events
-        ) or {"driver_version": sample.driver_version, "cuda_driver_version": sample.cuda_driver_version}
-        host = self._safe(
-            "host facts",
-            lambda: self.stack.host(
-                cpu_count=(system or {}).get("cpu_count"), mem_total_bytes=(system or {}).get("mem_total_bytes")
-            ),
+            "stack collector",
+            lambda: self.stack.stack(sample.driver_version, sample.cuda_driver_version),
             events,
-        ) or {}
+        ) or {"driver_version": sample.driver_version, "cuda_driver_version": sample.cuda_driver_version}
+        host = (
+            self._safe(
+                "host facts",
+                lambda: self.stack.host(
+                    cpu_count=(system or {}).get("cpu_count"),
+                    mem_total_bytes=(system or {}).get("mem_total_bytes"),
+                ),
+                events,
+            )
+            or {}
+        )
         return ReportParts(
             visibility=sample.visibility,
             gpus=sample.gpus,
@@ -193,8 +220,14 @@ class AgentCore:
             return None
 
     def _update_pci_map(self, gpus: list[dict]) -> None:
-        mapping = {gpu["pci_bus_id"]: gpu["uuid"] for gpu in gpus if gpu.get("pci_bus_id") and gpu.get("uuid")}
-        if mapping != self._pci_map and self.kernel_log is not None and hasattr(self.kernel_log, "set_pci_map"):
+        mapping = {
+            gpu["pci_bus_id"]: gpu["uuid"] for gpu in gpus if gpu.get("pci_bus_id") and gpu.get("uuid")
+        }
+        if (
+            mapping != self._pci_map
+            and self.kernel_log is not None
+            and hasattr(self.kernel_log, "set_pci_map")
+        ):
             self.kernel_log.set_pci_map(mapping)
         self._pci_map = mapping
 

@@ -37,8 +37,10 @@ def resolve_kernel_log_source(setting: str) -> str | None:
         return "kmsg"
     if shutil.which("journalctl"):
         return "journal"
-    log.warning("no readable kernel log (need root or CAP_SYSLOG for /dev/kmsg, or journalctl): Xid "
-                "errors will only be seen through NVML")
+    log.warning(
+        "no readable kernel log (need root or CAP_SYSLOG for /dev/kmsg, or journalctl): Xid "
+        "errors will only be seen through NVML"
+    )
     return None
 
 

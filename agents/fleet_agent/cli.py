@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sqlite3
 import sys
 import tempfile
 import time
@@ -36,8 +37,13 @@ def _settings_flags() -> argparse.ArgumentParser:
     group.add_argument("--config", metavar="FILE", help="config file (default /etc/fleet-agent/agent.toml)")
     for setting in SETTINGS:
         if setting.name == "checkpoint_dirs":
-            group.add_argument(setting.flag_name, dest=setting.name, action="append", metavar="DIR",
-                               help=f"{setting.help} (repeatable)")
+            group.add_argument(
+                setting.flag_name,
+                dest=setting.name,
+                action="append",
+                metavar="DIR",
+                help=f"{setting.help} (repeatable)",
+            )
         else:
             group.add_argument(setting.flag_name, dest=setting.name, metavar="VALUE", help=setting.help)
     return parent
@@ -54,10 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
     collect = commands.add_parser("collect", parents=[settings], help="collect one report and print it")
     collect.add_argument("--once", action="store_true", help="one report (the only mode; kept for clarity)")
     collect.add_argument("--json", action="store_true", help="print the report as JSON")
-    collect.add_argument("--window", type=float, default=1.0, metavar="S",
-                         help="seconds between the two /proc samples that rates need (default 1, 0 = no rates)")
+    collect.add_argument(
+        "--window",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between the two /proc samples that rates need (default 1, 0 = no rates)",
+    )
 
-    enroll = commands.add_parser("enroll", parents=[settings], help="exchange an enrolment token for a credential")
+    enroll = commands.add_parser(
+        "enroll", parents=[settings], help="exchange an enrolment token for a credential"
+    )
     enroll.add_argument("--token", required=True, help="enrolment token (fe_…)")
 
     commands.add_parser("verify", parents=[settings], help="smoke-test this node and print PASS/FAIL")
@@ -67,15 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     simulate = commands.add_parser("simulate", help="run N simulated agents against a server")
     simulate.add_argument("--nodes", type=int, required=True, help="number of simulated agents")
-    simulate.add_argument("--scenario", required=True,
-                          help="scenario file, or the name of a bundled one (e.g. demo-fleet, xid)")
+    simulate.add_argument(
+        "--scenario", required=True, help="scenario file, or the name of a bundled one (e.g. demo-fleet, xid)"
+    )
     simulate.add_argument("--server", required=True, help="control-plane base URL")
     simulate.add_argument("--token", required=True, help="enrolment token valid for --nodes enrolments")
     simulate.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
-    simulate.add_argument("--interval", type=float, default=None, metavar="S",
-                          help="report interval (default: the scenario's, else 15)")
-    simulate.add_argument("--state-dir", default=None, metavar="DIR",
-                          help="keep spools and credentials here (default: a temporary directory)")
+    simulate.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="report interval (default: the scenario's, else 15)",
+    )
+    simulate.add_argument(
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="keep spools and credentials here (default: a temporary directory)",
+    )
     simulate.add_argument("--ca-file", default=None, metavar="FILE")
     simulate.add_argument("--workers", type=int, default=4, help="delivery worker threads (default 4)")
     simulate.add_argument("--seed", type=int, default=None, help="random seed (default: the scenario's)")
@@ -108,12 +131,19 @@ def main(argv: list[str] | None = None) -> int:
         config = _config(args)
         _setup_logging(config.log_level)
         handler = {
-            "run": cmd_run, "collect": cmd_collect, "enroll": cmd_enroll, "verify": cmd_verify, "status": cmd_status,
+            "run": cmd_run,
+            "collect": cmd_collect,
+            "enroll": cmd_enroll,
+            "verify": cmd_verify,
+            "status": cmd_status,
         }[args.command]
         return handler(config, args)
     except ConfigError as err:
         print(f"fleet-agent: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except (OSError, sqlite3.Error) as err:  # e.g. a state directory the agent's user cannot write
+        print(f"fleet-agent: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_FAILED
 
@@ -145,8 +175,12 @@ def cmd_collect(config: Config, args: argparse.Namespace) -> int:
     source = config.kernel_log if config.kernel_log not in ("auto", "off") else None
     with tempfile.TemporaryDirectory(prefix="fleet-agent-collect-") as scratch:
         core = make_core(
-            config, sequences=sequences, spool=None, identity=node_identity(config.host_root),
-            kernel_log_source=source, kernel_log_state=Path(scratch) / "kernel_log.state",
+            config,
+            sequences=sequences,
+            spool=None,
+            identity=node_identity(config.host_root),
+            kernel_log_source=source,
+            kernel_log_state=Path(scratch) / "kernel_log.state",
         )
         core.refresh_cloud_identity()
         core.poll_notice()
@@ -164,14 +198,22 @@ def cmd_collect(config: Config, args: argparse.Namespace) -> int:
 
 def _print_summary(report: dict) -> None:
     visibility = report["visibility"]
-    print(f"NVML: {visibility['nvml']}  GPUs: {visibility['gpu_count']}  expected: {visibility['expected_gpu_count']}")
+    print(
+        f"NVML: {visibility['nvml']}  GPUs: {visibility['gpu_count']}  "
+        f"expected: {visibility['expected_gpu_count']}"
+    )
     if visibility["message"]:
         print(f"  {visibility['message']}")
     for gpu in report["gpus"]:
-        print(f"  GPU {gpu['index']} {gpu['name']} {gpu['pci_bus_id']} util={gpu['utilization_gpu_pct']}% "
-              f"temp={gpu['temperature_c']}C lost={gpu['lost']}")
+        print(
+            f"  GPU {gpu['index']} {gpu['name']} {gpu['pci_bus_id']} util={gpu['utilization_gpu_pct']}% "
+            f"temp={gpu['temperature_c']}C lost={gpu['lost']}"
+        )
     system = report["system"] or {}
-    print(f"CPU busy {system.get('cpu_busy_pct')}%  steal {system.get('cpu_steal_pct')}%  load1 {system.get('load1')}")
+    print(
+        f"CPU busy {system.get('cpu_busy_pct')}%  steal {system.get('cpu_steal_pct')}%  "
+        f"load1 {system.get('load1')}"
+    )
     print(f"events: {len(report['events'])}  (use --json for the full report)")
 
 
@@ -191,7 +233,9 @@ def cmd_enroll(config: Config, args: argparse.Namespace) -> int:
     adapter.shutdown()
     cloud = make_cloud(config)
     facts = enrollment_facts(
-        identity=load_identity(config), instance_id=spool.instance_id, gpus=sample.gpus,
+        identity=load_identity(config),
+        instance_id=spool.instance_id,
+        gpus=sample.gpus,
         cloud=cloud.identity() if cloud is not None else None,
     )
     spool.close()
@@ -255,9 +299,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"fleet-agent: {err}", file=sys.stderr)
         return EXIT_USAGE
     result = run_fleet(
-        scenario, nodes=args.nodes, server=args.server, token=args.token, duration_s=args.duration,
-        interval_s=args.interval, state_dir=args.state_dir, ca_file=args.ca_file, workers=args.workers,
-        seed=args.seed, install_signal_handlers=True,
+        scenario,
+        nodes=args.nodes,
+        server=args.server,
+        token=args.token,
+        duration_s=args.duration,
+        interval_s=args.interval,
+        state_dir=args.state_dir,
+        ca_file=args.ca_file,
+        workers=args.workers,
+        seed=args.seed,
+        install_signal_handlers=True,
     )
     print(json.dumps(result.summary()))
     return EXIT_OK if result.enrolled else EXIT_FAILED

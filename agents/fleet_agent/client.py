@@ -29,8 +29,14 @@ _MAX_RESPONSE_BYTES = 1024 * 1024
 class DeliveryError(Exception):
     """A request that did not succeed; ``status`` is None for network-level failures."""
 
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.code = code
@@ -57,8 +63,14 @@ def validate_server_url(server: str) -> str:
 
 
 class ControlPlaneClient:
-    def __init__(self, server: str, *, credential: str | None = None, ca_file: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self,
+        server: str,
+        *,
+        credential: str | None = None,
+        ca_file: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ):
         self.server = validate_server_url(server)
         self.credential = credential
         self.timeout = timeout
@@ -84,8 +96,16 @@ class ControlPlaneClient:
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: bytes | None, *, authenticated: bool = True,
-                 headers: dict | None = None, expect_json: bool = True) -> Response:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        *,
+        authenticated: bool = True,
+        headers: dict | None = None,
+        expect_json: bool = True,
+    ) -> Response:
         url = join_url(self.server, path)
         request = urllib.request.Request(url, data=body, method=method)  # noqa: S310 - scheme validated
         request.add_header("User-Agent", f"fleet-agent/{__version__}")
@@ -112,7 +132,9 @@ class ControlPlaneClient:
         try:
             return Response(status, json.loads(raw or b"{}"))
         except ValueError:
-            raise DeliveryError(f"{method} {url}: response is not JSON: {raw[:200]!r}", status=status) from None
+            raise DeliveryError(
+                f"{method} {url}: response is not JSON: {raw[:200]!r}", status=status
+            ) from None
 
 
 def _http_error(err: urllib.error.HTTPError) -> DeliveryError:
@@ -136,5 +158,8 @@ def _http_error(err: urllib.error.HTTPError) -> DeliveryError:
         except ValueError:
             retry_after = None
     return DeliveryError(
-        f"HTTP {err.code} from {err.url}: {message or err.reason}", status=err.code, code=code, retry_after=retry_after
+        f"HTTP {err.code} from {err.url}: {message or err.reason}",
+        status=err.code,
+        code=code,
+        retry_after=retry_after,
     )

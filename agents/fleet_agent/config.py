@@ -97,14 +97,25 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kernel_log", _text, "auto", "kmsg, journal, off, auto, or a file path"),
     Setting("cloud", _choice(CLOUD_CHOICES), "auto", "force the cloud provider, or none for bare metal"),
     Setting("metadata_url", validate_server_url, None, "override the cloud metadata base URL"),
-    Setting("checkpoint_dirs", _path_list, [], "directories whose newest file age is reported",
-            "--checkpoint-dir"),
+    Setting(
+        "checkpoint_dirs", _path_list, [], "directories whose newest file age is reported", "--checkpoint-dir"
+    ),
     Setting("python", _text, None, "interpreter or virtualenv of the training jobs (framework versions)"),
     Setting("spool_max_mb", _positive_float(1, 1024 * 1024), 64.0, "spool size bound in MiB"),
-    Setting("notice_poll_s", _positive_float(0.5, 5), 5.0, "cloud notice / kernel log poll period (≤ 5 s)",
-            "--notice-poll"),
-    Setting("stack_refresh_s", _positive_float(10, 86400), 600.0, "how often to re-probe the software stack",
-            "--stack-refresh"),
+    Setting(
+        "notice_poll_s",
+        _positive_float(0.5, 5),
+        5.0,
+        "cloud notice / kernel log poll period (≤ 5 s)",
+        "--notice-poll",
+    ),
+    Setting(
+        "stack_refresh_s",
+        _positive_float(10, 86400),
+        600.0,
+        "how often to re-probe the software stack",
+        "--stack-refresh",
+    ),
     Setting("log_level", _choice(LOG_LEVELS), "info", "log verbosity"),
 )
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}

@@ -3,11 +3,12 @@
 Threads, and why each exists:
 
 * main — the collection loop, at a fixed rate (a slow cycle shortens the next wait, it never
-  shifts the schedule); it only collects and spools, it never waits on the network;
+  shifts the schedule); it only collects and spools, it never waits on the network or the logs;
 * sender — ``SenderThread``: delivers spooled reports, backs off on failure;
 * watcher — polls the cloud notice endpoint and the kernel log every ``notice_poll_s`` (≤ 5 s) and
   pushes an urgent report at once when an Xid, a lost GPU or a preemption notice shows up;
-* stack — re-probes the software stack (framework imports take seconds) every ``stack_refresh_s``.
+* stack — re-probes the software stack (framework imports take seconds) and, until it is known, the
+  cloud identity, every ``stack_refresh_s``.
 
 SIGTERM/SIGINT stop the loop, then the sender gets a bounded flush before the process exits.
 """
@@ -49,8 +50,9 @@ class Daemon:
             nvml_module=nvml_module,
         )
         self.core.builder.interval_s = self.interval_s
-        self.sender = SenderThread(Delivery(self.spool, delivery_target(config, self.identity)),
-                                   poll_s=self.interval_s)
+        self.sender = SenderThread(
+            Delivery(self.spool, delivery_target(config, self.identity)), poll_s=self.interval_s
+        )
         self.cycles = 0
 
     def _interval(self) -> float:
@@ -74,9 +76,14 @@ class Daemon:
         signal.signal(signal.SIGINT, request_stop)
 
     def run(self, *, max_cycles: int | None = None) -> int:
-        log.info("fleet-agent starting: instance %s, interval %.0f s, spool %s (%d pending)",
-                 self.spool.instance_id, self.interval_s, self.spool.path, self.spool.depth())
-        if self.sender.delivery._target() is None:
+        log.info(
+            "fleet-agent starting: instance %s, interval %.0f s, spool %s (%d pending)",
+            self.spool.instance_id,
+            self.interval_s,
+            self.spool.path,
+            self.spool.depth(),
+        )
+        if not self.sender.delivery.has_target():
             log.warning("not enrolled yet: reports are spooled until `fleet-agent enroll` has run")
         self.core.refresh_cloud_identity()
         self.core.stack.refresh()  # once up front, so the first inventory is complete
@@ -94,8 +101,11 @@ class Daemon:
             for thread in helpers:
                 thread.join(timeout=5)
             flushed = self.sender.stop(flush_timeout_s=FLUSH_TIMEOUT_S)
-            log.info("stopped: %s, %d report(s) left in the spool",
-                     "spool flushed" if flushed else "flush incomplete", self.spool.depth())
+            log.info(
+                "stopped: %s, %d report(s) left in the spool",
+                "spool flushed" if flushed else "flush incomplete",
+                self.spool.depth(),
+            )
             self.core.nvml.shutdown()
             self.spool.close()
         return 0
@@ -104,7 +114,7 @@ class Daemon:
         next_due = time.monotonic()
         while not self.stop_event.is_set():
             try:
-                report = self.core.collect()
+                report = self.core.collect(poll_sources=False)  # the watcher polls the kernel log
                 self.sender.wake(urgent=bool(report["events"]))
             except Exception:  # noqa: BLE001 - a bad cycle is logged; the next one runs on time
                 log.exception("collection cycle failed")
@@ -130,5 +140,7 @@ class Daemon:
         while not self.stop_event.wait(self.config.stack_refresh_s):
             try:
                 self.core.stack.refresh()
+                # A no-op once known; retries a metadata service that was down at start-up.
+                self.core.refresh_cloud_identity()
             except Exception:  # noqa: BLE001
                 log.exception("software stack refresh failed")

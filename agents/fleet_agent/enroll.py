@@ -33,7 +33,9 @@ def enrollment_facts(
         "agent_instance_id": instance_id,
         "gpu_count": len(gpus),
         "gpu_model": names.most_common(1)[0][0] if names else None,
-        "cloud": {key: cloud.get(key) for key in CLOUD_IDENTITY_FIELDS if key != "bare_metal"} if cloud else None,
+        "cloud": {key: cloud.get(key) for key in CLOUD_IDENTITY_FIELDS if key != "bare_metal"}
+        if cloud
+        else None,
     }
     if labels:
         facts["labels"] = labels
@@ -41,13 +43,18 @@ def enrollment_facts(
 
 
 def enroll(
-    client: ControlPlaneClient,
+    server: str | ControlPlaneClient,
     token: str,
     facts: dict,
     *,
     credential_file: str | Path,
+    ca_file: str | None = None,
 ) -> Enrollment:
-    """POST the enrolment and write the credential file (0600). Raises ``EnrollmentError``."""
+    """POST the enrolment to ``server`` (a base URL or a client) and write the credential file (0600).
+
+    Raises ``EnrollmentError`` with the server's reason when it refuses.
+    """
+    client = server if isinstance(server, ControlPlaneClient) else ControlPlaneClient(server, ca_file=ca_file)
     try:
         answer = client.enroll(token, facts)
     except DeliveryError as err:

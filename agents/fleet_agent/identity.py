@@ -34,8 +34,9 @@ def read_machine_id(host_root: str | Path = "/", fallback_dir: str | Path | None
     return value
 
 
-def node_identity(host_root: str | Path = "/", state_dir: str | Path | None = None,
-                  node_id: int | None = None) -> NodeIdentity:
+def node_identity(
+    host_root: str | Path = "/", state_dir: str | Path | None = None, node_id: int | None = None
+) -> NodeIdentity:
     return NodeIdentity(
         machine_id=read_machine_id(host_root, state_dir),
         hostname=socket.gethostname()[:253],

@@ -9,7 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 
-GPU_IDENTITY_FIELDS = ("index", "uuid", "name", "serial", "pci_bus_id", "memory_total_bytes", "compute_capability")
+GPU_IDENTITY_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "serial",
+    "pci_bus_id",
+    "memory_total_bytes",
+    "compute_capability",
+)
 
 
 def canonical_json(value: object) -> bytes:

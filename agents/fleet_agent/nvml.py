@@ -368,7 +368,9 @@ class NvmlAdapter:
             "aggregate_corrected": (ECC_CORRECTED, ECC_AGGREGATE),
             "aggregate_uncorrected": (ECC_UNCORRECTED, ECC_AGGREGATE),
         }
-        ecc = {key: self._field("nvmlDeviceGetTotalEccErrors", handle, *args) for key, args in counters.items()}
+        ecc = {
+            key: self._field("nvmlDeviceGetTotalEccErrors", handle, *args) for key, args in counters.items()
+        }
         return ecc if any(value is not None for value in ecc.values()) else None
 
     def _retired_pages(self, handle: Any) -> dict | None:
@@ -408,13 +410,18 @@ class NvmlAdapter:
         for proc in running[:MAX_PROCESSES_PER_GPU]:
             pid = getattr(proc, "pid", None)
             # NotFound: the process exited between the two calls.
-            name = (self._call_optional("nvmlSystemGetProcessName", pid, quiet=frozenset({ERROR_NOT_FOUND}))
-                    if pid is not None else None)
-            processes.append({
-                "pid": pid,
-                "used_memory_bytes": getattr(proc, "usedGpuMemory", None),
-                "name": _text(name),
-            })
+            name = (
+                self._call_optional("nvmlSystemGetProcessName", pid, quiet=frozenset({ERROR_NOT_FOUND}))
+                if pid is not None
+                else None
+            )
+            processes.append(
+                {
+                    "pid": pid,
+                    "used_memory_bytes": getattr(proc, "usedGpuMemory", None),
+                    "name": _text(name),
+                }
+            )
         return processes
 
     def _nvlink_states(self, handle: Any, links: int | None) -> list[int] | None:
@@ -460,14 +467,16 @@ class NvmlAdapter:
             return
         self._lost_reported.add(index)
         where = gpu["pci_bus_id"] or f"index {index}"
-        events.append({
-            "kind": "gpu_lost",
-            "at": rfc3339(self._clock()),
-            "gpu_uuid": gpu["uuid"],
-            "pci_bus_id": gpu["pci_bus_id"],
-            "code": None,
-            "severity": "critical",
-            "message": f"GPU {index} ({where}) is lost: NVML returns GPU_IS_LOST (fallen off the bus). "
-                       "Reboot the node; a repeat means hardware.",
-            "raw": f"NVMLError_GpuIsLost on GPU index {index}",
-        })
+        events.append(
+            {
+                "kind": "gpu_lost",
+                "at": rfc3339(self._clock()),
+                "gpu_uuid": gpu["uuid"],
+                "pci_bus_id": gpu["pci_bus_id"],
+                "code": None,
+                "severity": "critical",
+                "message": f"GPU {index} ({where}) is lost: NVML returns GPU_IS_LOST (fallen off the bus). "
+                "Reboot the node; a repeat means hardware.",
+                "raw": f"NVMLError_GpuIsLost on GPU index {index}",
+            }
+        )

@@ -86,11 +86,18 @@ def cap_events(events: Iterable[dict], clock: Callable[[], datetime] = utc_now) 
         return events
     dropped = len(events) - (MAX_EVENTS - 1)
     kept = events[: MAX_EVENTS - 1]
-    kept.append({
-        "kind": "agent_error", "at": rfc3339(clock()), "gpu_uuid": None, "pci_bus_id": None, "code": None,
-        "severity": "warning", "message": f"{dropped} more events since the last report were not sent",
-        "raw": "",
-    })
+    kept.append(
+        {
+            "kind": "agent_error",
+            "at": rfc3339(clock()),
+            "gpu_uuid": None,
+            "pci_bus_id": None,
+            "code": None,
+            "severity": "warning",
+            "message": f"{dropped} more events since the last report were not sent",
+            "raw": "",
+        }
+    )
     return kept
 
 

@@ -80,6 +80,10 @@ class Delivery:
     def backing_off(self) -> bool:
         return self.seconds_until_retry() > 0
 
+    def has_target(self) -> bool:
+        """Whether there is somewhere to send to (False until the node is enrolled)."""
+        return self._target() is not None
+
     def _failed(self, err: DeliveryError | str, *, forced: bool = False) -> None:
         message = str(err)
         self.stats.failures += 1
@@ -125,8 +129,9 @@ class Delivery:
                     return False
             return False
 
-    def _send(self, client: ControlPlaneClient, reports_url: str, batch: list[SpooledReport], *,
-              forced: bool) -> bool:
+    def _send(
+        self, client: ControlPlaneClient, reports_url: str, batch: list[SpooledReport], *, forced: bool
+    ) -> bool:
         body = b'{"reports":[' + b",".join(report.body for report in batch) + b"]}"
         try:
             answer = client.post_reports(body, reports_url=reports_url)
@@ -141,8 +146,10 @@ class Delivery:
             self._failed(f"server answer has no integer acked_sequence: {str(answer)[:200]}", forced=forced)
             return False
         if instance is not None and instance != self.spool.instance_id:
-            self._failed(f"server acknowledged instance {instance}, this agent is {self.spool.instance_id}",
-                         forced=forced)
+            self._failed(
+                f"server acknowledged instance {instance}, this agent is {self.spool.instance_id}",
+                forced=forced,
+            )
             return False
         removed = self.spool.ack(acked)
         self.stats.batches += 1
@@ -150,8 +157,10 @@ class Delivery:
         self.stats.last_acked_sequence = max(self.stats.last_acked_sequence, acked)
         if acked < batch[-1].sequence:
             # Stored only part of the batch: resend the rest, but not in a tight loop.
-            self._failed(f"server acknowledged up to {acked} of {batch[0].sequence}..{batch[-1].sequence}",
-                         forced=forced)
+            self._failed(
+                f"server acknowledged up to {acked} of {batch[0].sequence}..{batch[-1].sequence}",
+                forced=forced,
+            )
             return False
         self._succeeded()
         return True
@@ -162,7 +171,9 @@ class Delivery:
             self._batch_limit = 1
             return True
         report = batch[0]
-        log.error("server refused report %d, set aside in the spool's rejected table: %s", report.sequence, err)
+        log.error(
+            "server refused report %d, set aside in the spool's rejected table: %s", report.sequence, err
+        )
         self.spool.reject(report.sequence, str(err))
         self.stats.rejected += 1
         return True

@@ -19,25 +19,96 @@ import pynvml
 # Model catalog: what NVML reports for common data-centre and consumer GPUs. ``unsupported`` lists
 # the feature groups NVML answers with NotSupported on that board.
 GPU_MODELS: dict[str, dict[str, Any]] = {
-    "H100-SXM-80GB": dict(name="NVIDIA H100 80GB HBM3", memory_mib=81559, cc=(9, 0), power_limit_w=700,
-                          max_sm_mhz=1980, pcie=(5, 16), nvlinks=18, unsupported={"retired_pages"}),
-    "H200": dict(name="NVIDIA H200", memory_mib=143771, cc=(9, 0), power_limit_w=700, max_sm_mhz=1980,
-                 pcie=(5, 16), nvlinks=18, unsupported={"retired_pages"}),
-    "A100-SXM4-80GB": dict(name="NVIDIA A100-SXM4-80GB", memory_mib=81920, cc=(8, 0), power_limit_w=400,
-                           max_sm_mhz=1410, pcie=(4, 16), nvlinks=12, unsupported={"retired_pages"}),
-    "A10G": dict(name="NVIDIA A10G", memory_mib=23028, cc=(8, 6), power_limit_w=300, max_sm_mhz=1710,
-                 pcie=(4, 16), nvlinks=0, unsupported={"retired_pages"}),
-    "L4": dict(name="NVIDIA L4", memory_mib=23034, cc=(8, 9), power_limit_w=72, max_sm_mhz=2040,
-               pcie=(4, 16), nvlinks=0, unsupported={"retired_pages"}),
-    "L40S": dict(name="NVIDIA L40S", memory_mib=46068, cc=(8, 9), power_limit_w=350, max_sm_mhz=2520,
-                 pcie=(4, 16), nvlinks=0, unsupported={"retired_pages"}),
-    "T4": dict(name="Tesla T4", memory_mib=15360, cc=(7, 5), power_limit_w=70, max_sm_mhz=1590,
-               pcie=(3, 16), nvlinks=0, unsupported={"remapped_rows"}),
-    "V100-SXM2-32GB": dict(name="Tesla V100-SXM2-32GB", memory_mib=32768, cc=(7, 0), power_limit_w=300,
-                           max_sm_mhz=1530, pcie=(3, 16), nvlinks=6, unsupported={"remapped_rows"}),
-    "RTX-4090": dict(name="NVIDIA GeForce RTX 4090", memory_mib=24564, cc=(8, 9), power_limit_w=450,
-                     max_sm_mhz=2520, pcie=(4, 16), nvlinks=0,
-                     unsupported={"ecc", "serial", "retired_pages", "remapped_rows"}),
+    "H100-SXM-80GB": dict(
+        name="NVIDIA H100 80GB HBM3",
+        memory_mib=81559,
+        cc=(9, 0),
+        power_limit_w=700,
+        max_sm_mhz=1980,
+        pcie=(5, 16),
+        nvlinks=18,
+        unsupported={"retired_pages"},
+    ),
+    "H200": dict(
+        name="NVIDIA H200",
+        memory_mib=143771,
+        cc=(9, 0),
+        power_limit_w=700,
+        max_sm_mhz=1980,
+        pcie=(5, 16),
+        nvlinks=18,
+        unsupported={"retired_pages"},
+    ),
+    "A100-SXM4-80GB": dict(
+        name="NVIDIA A100-SXM4-80GB",
+        memory_mib=81920,
+        cc=(8, 0),
+        power_limit_w=400,
+        max_sm_mhz=1410,
+        pcie=(4, 16),
+        nvlinks=12,
+        unsupported={"retired_pages"},
+    ),
+    "A10G": dict(
+        name="NVIDIA A10G",
+        memory_mib=23028,
+        cc=(8, 6),
+        power_limit_w=300,
+        max_sm_mhz=1710,
+        pcie=(4, 16),
+        nvlinks=0,
+        unsupported={"retired_pages"},
+    ),
+    "L4": dict(
+        name="NVIDIA L4",
+        memory_mib=23034,
+        cc=(8, 9),
+        power_limit_w=72,
+        max_sm_mhz=2040,
+        pcie=(4, 16),
+        nvlinks=0,
+        unsupported={"retired_pages"},
+    ),
+    "L40S": dict(
+        name="NVIDIA L40S",
+        memory_mib=46068,
+        cc=(8, 9),
+        power_limit_w=350,
+        max_sm_mhz=2520,
+        pcie=(4, 16),
+        nvlinks=0,
+        unsupported={"retired_pages"},
+    ),
+    "T4": dict(
+        name="Tesla T4",
+        memory_mib=15360,
+        cc=(7, 5),
+        power_limit_w=70,
+        max_sm_mhz=1590,
+        pcie=(3, 16),
+        nvlinks=0,
+        unsupported={"remapped_rows"},
+    ),
+    "V100-SXM2-32GB": dict(
+        name="Tesla V100-SXM2-32GB",
+        memory_mib=32768,
+        cc=(7, 0),
+        power_limit_w=300,
+        max_sm_mhz=1530,
+        pcie=(3, 16),
+        nvlinks=6,
+        unsupported={"remapped_rows"},
+    ),
+    "RTX-4090": dict(
+        name="NVIDIA GeForce RTX 4090",
+        memory_mib=24564,
+        cc=(8, 9),
+        power_limit_w=450,
+        max_sm_mhz=2520,
+        pcie=(4, 16),
+        nvlinks=0,
+        unsupported={"ecc", "serial", "retired_pages", "remapped_rows"},
+    ),
 }
 
 # Feature groups a vGPU guest (cloud_shared) cannot read: the hypervisor owns them.
@@ -310,12 +381,14 @@ class SimulatedNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, handle: SimulatedHandle) -> list[Any]:
         gpu = self._gpu(handle)
         return [
-            pynvml.nvmlFriendlyObject({
-                "pid": proc.pid,
-                "usedGpuMemory": proc.used_memory_bytes,
-                "gpuInstanceId": 0xFFFFFFFF,
-                "computeInstanceId": 0xFFFFFFFF,
-            })
+            pynvml.nvmlFriendlyObject(
+                {
+                    "pid": proc.pid,
+                    "usedGpuMemory": proc.used_memory_bytes,
+                    "gpuInstanceId": 0xFFFFFFFF,
+                    "computeInstanceId": 0xFFFFFFFF,
+                }
+            )
             for proc in gpu.processes
         ]
 

@@ -87,7 +87,8 @@ class Spool:
 
     def _set(self, key: str, value: str) -> None:
         self._db.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            "INSERT INTO meta (key, value) VALUES (?, ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
 
@@ -142,8 +143,15 @@ class Spool:
                 self._db.execute(
                     "INSERT OR REPLACE INTO reports (sequence, body, size, precious, urgent, inventory_hash,"
                     " spooled_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (report["sequence"], body, len(body), int(precious), int(urgent),
-                     inventory["hash"] if inventory else None, time.time()),
+                    (
+                        report["sequence"],
+                        body,
+                        len(body),
+                        int(precious),
+                        int(urgent),
+                        inventory["hash"] if inventory else None,
+                        time.time(),
+                    ),
                 )
                 self._bytes += len(body)
                 self._enforce_bound()
@@ -176,7 +184,9 @@ class Spool:
         if dropped[0] or dropped[1]:
             log.warning(
                 "spool full (%d bytes max): dropped %d metric-only and %d event/inventory reports",
-                self.max_bytes, dropped[0], dropped[1],
+                self.max_bytes,
+                dropped[0],
+                dropped[1],
             )
 
     def pending(self, limit: int = 100, max_bytes: int | None = None) -> list[SpooledReport]:
@@ -224,10 +234,13 @@ class Spool:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                row = self._db.execute("SELECT body, size FROM reports WHERE sequence = ?", (sequence,)).fetchone()
+                row = self._db.execute(
+                    "SELECT body, size FROM reports WHERE sequence = ?", (sequence,)
+                ).fetchone()
                 if row is not None:
                     self._db.execute(
-                        "INSERT OR REPLACE INTO rejected (sequence, body, reason, rejected_at) VALUES (?, ?, ?, ?)",
+                        "INSERT OR REPLACE INTO rejected (sequence, body, reason, rejected_at)"
+                        " VALUES (?, ?, ?, ?)",
                         (sequence, row[0], reason[:2000], time.time()),
                     )
                     self._db.execute("DELETE FROM reports WHERE sequence = ?", (sequence,))

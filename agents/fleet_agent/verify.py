@@ -65,7 +65,9 @@ def check_gpu_count(sample: NvmlSample) -> CheckResult:
     if count is None:
         return CheckResult("gpu count", SKIP, "NVML unavailable")
     if expected is None:
-        return CheckResult("gpu count", PASS, f"{count} GPU(s); no expected count configured (--expected-gpus)")
+        return CheckResult(
+            "gpu count", PASS, f"{count} GPU(s); no expected count configured (--expected-gpus)"
+        )
     if count != expected:
         return CheckResult("gpu count", FAIL, f"{count} GPU(s) visible, {expected} expected")
     return CheckResult("gpu count", PASS, f"{count} of {expected}")
@@ -118,7 +120,9 @@ def check_disk(state_dir: str, size: int = 1024 * 1024) -> CheckResult:
         return CheckResult("state dir disk", FAIL, f"{state_dir}: {err}")
     if readback != payload:
         return CheckResult("state dir disk", FAIL, f"{state_dir}: data read back differs from data written")
-    return CheckResult("state dir disk", PASS, f"{state_dir}: 1 MiB written, synced, read back ({elapsed*1000:.0f} ms)")
+    return CheckResult(
+        "state dir disk", PASS, f"{state_dir}: 1 MiB written, synced, read back ({elapsed * 1000:.0f} ms)"
+    )
 
 
 def check_server(server: str | None, ca_file: str | None) -> CheckResult:
@@ -154,7 +158,9 @@ def check_kernel_log(setting: str) -> CheckResult:
     return CheckResult("kernel log", PASS, f"source: {source}")
 
 
-def run_checks(config: Config, *, nvml_module: Any = None, runner: CommandRunner = run_command) -> list[CheckResult]:
+def run_checks(
+    config: Config, *, nvml_module: Any = None, runner: CommandRunner = run_command
+) -> list[CheckResult]:
     adapter = NvmlAdapter(nvml_module, expected_gpu_count=config.expected_gpus)
     try:
         sample = adapter.sample()

@@ -39,6 +39,7 @@ def install_script(request):
     body = render_to_string("telemetry/install.sh", {
         "server": public_url(request), "agent_wheel": agent,
         "offline_wheels": " ".join(w for w in wheels if w != agent),
+        "unit": (settings.BASE_DIR / "agents" / "systemd" / "fleet-agent.service").read_text(),
     })
     return HttpResponse(body, content_type="text/x-shellscript; charset=utf-8")
 

@@ -63,12 +63,17 @@ def build_core(spool, nvml: SimulatedNvml | None = None, *, node_id: int | None 
     from fleet_agent.nvml import NvmlAdapter
     from fleet_agent.report import NodeIdentity, ReportBuilder
 
-    nvml = nvml or SimulatedNvml([SimulatedGpu.from_model("H100-SXM-80GB", i, node_key="core") for i in range(2)])
+    nvml = nvml or SimulatedNvml(
+        [SimulatedGpu.from_model("H100-SXM-80GB", i, node_key="core") for i in range(2)]
+    )
     return AgentCore(
-        builder=ReportBuilder(sequences=spool, identity=NodeIdentity("machine-1", "gpu-01", node_id), interval_s=15),
+        builder=ReportBuilder(
+            sequences=spool, identity=NodeIdentity("machine-1", "gpu-01", node_id), interval_s=15
+        ),
         nvml=NvmlAdapter(nvml),
         system=SystemCollector(FIXTURES / "proc" / "t0"),
-        stack=StackCollector(host_root=FIXTURES / "host", proc_root=FIXTURES / "proc" / "t0",
-                             runner=lambda argv, timeout: None),
+        stack=StackCollector(
+            host_root=FIXTURES / "host", proc_root=FIXTURES / "proc" / "t0", runner=lambda argv, timeout: None
+        ),
         spool=spool,
     )

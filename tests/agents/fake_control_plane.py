@@ -52,8 +52,9 @@ class FakeControlPlane:
         self._failures: list[str] = []
         self.release = threading.Event()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     # -- control --------------------------------------------------------------------------------
 
@@ -143,8 +144,15 @@ class FakeControlPlane:
                     credential = f"fn_{uuid.uuid4().hex}"
                     plane.credentials[credential] = node_id
                     plane.enrollments.append(body)
-                self._json(201, {"node_id": node_id, "credential": credential,
-                                 "reports_url": "/api/v1/agent/reports", "interval_s": plane.interval_s})
+                self._json(
+                    201,
+                    {
+                        "node_id": node_id,
+                        "credential": credential,
+                        "reports_url": "/api/v1/agent/reports",
+                        "interval_s": plane.interval_s,
+                    },
+                )
 
             def _reports(self, length: int) -> None:
                 with plane.lock:
@@ -155,7 +163,9 @@ class FakeControlPlane:
                     return
                 raw = self.rfile.read(length)
                 auth = self.headers.get("Authorization", "")
-                node_id = plane.credentials.get(auth.removeprefix("Node ")) if auth.startswith("Node ") else None
+                node_id = (
+                    plane.credentials.get(auth.removeprefix("Node ")) if auth.startswith("Node ") else None
+                )
                 if node_id is None:
                     self._error(401, "unauthorized", "bad or revoked node credential")
                     return
@@ -192,7 +202,14 @@ class FakeControlPlane:
                 if failure in ("abort_after_store", "stall_after_store"):
                     self._drop_connection()
                     return
-                self._json(200, {"acked_sequence": acked, "agent_instance_id": instance,
-                                 "accepted": accepted, "duplicates": duplicates})
+                self._json(
+                    200,
+                    {
+                        "acked_sequence": acked,
+                        "agent_instance_id": instance,
+                        "accepted": accepted,
+                        "duplicates": duplicates,
+                    },
+                )
 
         return Handler

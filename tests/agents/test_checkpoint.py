@@ -20,8 +20,11 @@ def test_newest_file_anywhere_below_the_configured_dirs(tmp_path):
     newest = _file(tmp_path / "a" / "run1" / "deep" / "step-200.pt", now - 120)
     _file(tmp_path / "b" / "step-050.pt", now - 7200)
     result = CheckpointCollector([tmp_path / "a", tmp_path / "b"], clock=lambda: now).collect()
-    assert result == {"dirs": [str(tmp_path / "a"), str(tmp_path / "b")], "newest_path": str(newest),
-                      "newest_age_s": 120.0}
+    assert result == {
+        "dirs": [str(tmp_path / "a"), str(tmp_path / "b")],
+        "newest_path": str(newest),
+        "newest_age_s": 120.0,
+    }
 
 
 def test_no_dirs_configured_is_null_and_empty_or_missing_dirs_have_no_newest(tmp_path):

@@ -13,12 +13,17 @@ from fleet_agent.config import ConfigError, load_config
 
 def test_precedence_file_then_env_then_flags(tmp_path):
     config_file = tmp_path / "agent.toml"
-    config_file.write_text('interval_s = 30\nexpected_gpus = 8\nserver = "https://file.example"\n'
-                           'checkpoint_dirs = ["/ckpt/a", "/ckpt/b"]\n[agent]\ncloud = "aws"\n')
+    config_file.write_text(
+        'interval_s = 30\nexpected_gpus = 8\nserver = "https://file.example"\n'
+        'checkpoint_dirs = ["/ckpt/a", "/ckpt/b"]\n[agent]\ncloud = "aws"\n'
+    )
     config = load_config(
         config_file=str(config_file),
-        environ={"FLEET_AGENT_INTERVAL_S": "20", "FLEET_AGENT_SERVER": "https://env.example",
-                 "FLEET_AGENT_CHECKPOINT_DIRS": "/x:/y"},
+        environ={
+            "FLEET_AGENT_INTERVAL_S": "20",
+            "FLEET_AGENT_SERVER": "https://env.example",
+            "FLEET_AGENT_CHECKPOINT_DIRS": "/x:/y",
+        },
         flags={"interval_s": "10", "proc_root": "/host/proc"},
     )
     assert config.interval_s == 10.0 and config.sources["interval_s"] == "flag --interval"
@@ -56,7 +61,7 @@ def test_config_file_problems_are_named(tmp_path):
     with pytest.raises(ConfigError, match="unknown setting 'intervall_s'"):
         load_config(config_file=str(typo), environ={})
     wrong_type = tmp_path / "type.toml"
-    wrong_type.write_text('expected_gpus = true\n')
+    wrong_type.write_text("expected_gpus = true\n")
     with pytest.raises(ConfigError, match="'expected_gpus' in config file"):
         load_config(config_file=str(wrong_type), environ={})
     with pytest.raises(ConfigError, match="does not exist"):
@@ -74,11 +79,27 @@ def test_cli_exits_2_naming_the_setting(tmp_path, capsys):
 
 def test_malformed_flag_via_the_console_script_exits_2(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "fleet_agent", "collect", "--once", "--json", "--expected-gpus", "-3",
-         "--state-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "fleet_agent",
+            "collect",
+            "--once",
+            "--json",
+            "--expected-gpus",
+            "-3",
+            "--state-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2 and "expected_gpus" in done.stderr and done.stdout == ""
-    usage = subprocess.run([sys.executable, "-m", "fleet_agent", "collect", "--bogus"], capture_output=True,
-                           text=True, timeout=60)
+    usage = subprocess.run(
+        [sys.executable, "-m", "fleet_agent", "collect", "--bogus"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert usage.returncode == 2 and "--bogus" in usage.stderr

@@ -42,8 +42,9 @@ def _assert_never_resent_after_ack(recording: RecordingClient) -> None:
 
 
 def test_aborted_batches_and_a_restart_lose_nothing_and_duplicate_nothing(control_plane, tmp_path):
-    enrollment = enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS,
-                        credential_file=credential_path(tmp_path))
+    enrollment = enroll(
+        ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path)
+    )
     client = ControlPlaneClient(control_plane.url, credential=enrollment.credential)
     path = tmp_path / "spool.db"
 
@@ -52,7 +53,9 @@ def test_aborted_batches_and_a_restart_lose_nothing_and_duplicate_nothing(contro
     for _ in range(30):
         core.collect()
     first_run = RecordingClient(client)
-    delivery = Delivery(spool, lambda: (first_run, "/api/v1/agent/reports"), max_batch=10, rng=random.Random(2))
+    delivery = Delivery(
+        spool, lambda: (first_run, "/api/v1/agent/reports"), max_batch=10, rng=random.Random(2)
+    )
     assert delivery.deliver_pending() is True  # 1..10, 11..20, 21..30 acknowledged
     for _ in range(25):
         core.collect()  # 31..55
@@ -64,8 +67,9 @@ def test_aborted_batches_and_a_restart_lose_nothing_and_duplicate_nothing(contro
     restarted = Spool(path)
     assert restarted.instance_id == spool.instance_id and restarted.depth() == 25
     second_run = RecordingClient(client)
-    delivery = Delivery(restarted, lambda: (second_run, "/api/v1/agent/reports"), max_batch=10,
-                        rng=random.Random(3))
+    delivery = Delivery(
+        restarted, lambda: (second_run, "/api/v1/agent/reports"), max_batch=10, rng=random.Random(3)
+    )
     control_plane.fail_next("abort_before_store")  # and the first try after the restart dies mid-upload
     assert delivery.deliver_pending(force=True) is False
     assert delivery.deliver_pending(force=True) is True
@@ -80,9 +84,28 @@ def test_aborted_batches_and_a_restart_lose_nothing_and_duplicate_nothing(contro
 
 def _run_agent(state_dir, server_url, *extra):
     return subprocess.Popen(
-        [sys.executable, "-m", "fleet_agent", "run", "--state-dir", str(state_dir), "--server", server_url,
-         "--interval", "60", "--kernel-log", "off", "--cloud", "none", "--log-level", "warning", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "fleet_agent",
+            "run",
+            "--state-dir",
+            str(state_dir),
+            "--server",
+            server_url,
+            "--interval",
+            "60",
+            "--kernel-log",
+            "off",
+            "--cloud",
+            "none",
+            "--log-level",
+            "warning",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

@@ -20,8 +20,13 @@ def test_every_protocol_field_is_read_from_a_healthy_gpu(sim_nvml):
 
     sample = NvmlAdapter(sim_nvml, expected_gpu_count=8).sample()
 
-    assert sample.visibility == {"nvml": "ok", "message": None, "gpu_count": 8, "expected_gpu_count": 8,
-                                 "lost_gpus": []}
+    assert sample.visibility == {
+        "nvml": "ok",
+        "message": None,
+        "gpu_count": 8,
+        "expected_gpu_count": 8,
+        "lost_gpus": [],
+    }
     assert (sample.driver_version, sample.cuda_driver_version) == ("550.54.15", "12.4")
     first = sample.gpus[0]
     assert first["uuid"] == gpu.uuid and first["name"] == "NVIDIA H100 80GB HBM3"
@@ -32,10 +37,19 @@ def test_every_protocol_field_is_read_from_a_healthy_gpu(sim_nvml):
     assert first["power_draw_w"] == 512.3 and first["power_limit_w"] == 700.0  # mW → W
     assert first["sm_clock_mhz"] == 1980
     assert first["clock_event_reasons_mask"] == 4 and first["clock_event_reasons"] == ["SwPowerCap"]
-    assert first["ecc"] == {"volatile_corrected": 0, "volatile_uncorrected": 0, "aggregate_corrected": 0,
-                            "aggregate_uncorrected": 0}
+    assert first["ecc"] == {
+        "volatile_corrected": 0,
+        "volatile_uncorrected": 0,
+        "aggregate_corrected": 0,
+        "aggregate_uncorrected": 0,
+    }
     assert first["retired_pages"] is None  # Hopper retires rows, not pages
-    assert first["remapped_rows"] == {"correctable": 2, "uncorrectable": 0, "pending": False, "failure": False}
+    assert first["remapped_rows"] == {
+        "correctable": 2,
+        "uncorrectable": 0,
+        "pending": False,
+        "failure": False,
+    }
     assert first["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
     assert first["compute_capability"] == "9.0"
     assert first["processes"] == [{"pid": 1234, "used_memory_bytes": 1048576, "name": "python"}]
@@ -93,7 +107,10 @@ def test_no_permission_on_a_field_is_null(sim_nvml, monkeypatch):
 
 
 def test_old_driver_without_clocks_event_reasons_falls_back_to_throttle_reasons(sim_nvml):
-    sim_nvml.missing_functions = {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlSystemGetCudaDriverVersion_v2"}
+    sim_nvml.missing_functions = {
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlSystemGetCudaDriverVersion_v2",
+    }
     sim_nvml.gpus[0].clock_reasons = 0x20 | 0x40
     sample = NvmlAdapter(sim_nvml).sample()
     assert sample.gpus[0]["clock_event_reasons"] == ["SwThermalSlowdown", "HwThermalSlowdown"]
@@ -111,7 +128,10 @@ def test_lost_gpu_becomes_a_lost_entry_and_one_event(sim_nvml):
     entry = lost.gpus[5]
     assert entry["lost"] is True and entry["uuid"] == sim_nvml.gpus[5].uuid
     assert entry["pci_bus_id"] == "00000000:68:00.0" and entry["utilization_gpu_pct"] is None
-    assert lost.visibility["lost_gpus"] == ["00000000:68:00.0"] and "fallen off the bus" in lost.visibility["message"]
+    assert (
+        lost.visibility["lost_gpus"] == ["00000000:68:00.0"]
+        and "fallen off the bus" in lost.visibility["message"]
+    )
     assert [e["kind"] for e in lost.events] == ["gpu_lost"] and lost.events[0]["severity"] == "critical"
     assert lost.events[0]["gpu_uuid"] == sim_nvml.gpus[5].uuid
     assert again.events == []  # reported once, not every cycle
@@ -171,7 +191,9 @@ def test_real_pynvml_on_a_machine_without_gpu_reports_library_not_found():
 
 def test_simulator_and_real_pynvml_agree_on_the_no_driver_path():
     real = NvmlAdapter().sample().visibility
-    simulated = NvmlAdapter(SimulatedNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)).sample().visibility
+    simulated = (
+        NvmlAdapter(SimulatedNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)).sample().visibility
+    )
     assert real == simulated
 
 
@@ -179,5 +201,9 @@ def test_decoders():
     assert decode_cuda_driver_version(12040) == "12.4"
     assert decode_cuda_driver_version(11080) == "11.8"
     assert decode_cuda_driver_version(0) is None
-    assert decode_clock_event_reasons(0x1 | 0x80 | 0x100) == ["GpuIdle", "HwPowerBrakeSlowdown", "DisplayClockSetting"]
+    assert decode_clock_event_reasons(0x1 | 0x80 | 0x100) == [
+        "GpuIdle",
+        "HwPowerBrakeSlowdown",
+        "DisplayClockSetting",
+    ]
     assert decode_clock_event_reasons(None) is None

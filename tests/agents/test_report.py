@@ -36,8 +36,14 @@ class StubCloud:
         self.notice = notice
 
     def identity(self):
-        return {"provider": "aws", "instance_id": "i-0abc", "instance_type": "p5.48xlarge", "region": "us-east-1",
-                "spot": True, "bare_metal": False}
+        return {
+            "provider": "aws",
+            "instance_id": "i-0abc",
+            "instance_type": "p5.48xlarge",
+            "region": "us-east-1",
+            "spot": True,
+            "bare_metal": False,
+        }
 
     def poll_notice(self):
         return self.notice
@@ -46,12 +52,14 @@ class StubCloud:
 def _core(tmp_path, sim_nvml, *, kernel_log=None, cloud=None, spool=None):
     spool = spool or Spool(tmp_path / "spool.db")
     core = AgentCore(
-        builder=ReportBuilder(sequences=spool, identity=NodeIdentity("m-1", "gpu-01", 42), interval_s=15,
-                              clock=lambda: FIXED),
+        builder=ReportBuilder(
+            sequences=spool, identity=NodeIdentity("m-1", "gpu-01", 42), interval_s=15, clock=lambda: FIXED
+        ),
         nvml=NvmlAdapter(sim_nvml, expected_gpu_count=8),
         system=SystemCollector(FIXTURES / "proc" / "t0"),
-        stack=StackCollector(host_root=FIXTURES / "host", proc_root=FIXTURES / "proc" / "t0",
-                             runner=lambda argv, timeout: None),
+        stack=StackCollector(
+            host_root=FIXTURES / "host", proc_root=FIXTURES / "proc" / "t0", runner=lambda argv, timeout: None
+        ),
         kernel_log=kernel_log,
         cloud=cloud,
         spool=spool,
@@ -102,12 +110,31 @@ def test_kernel_log_events_and_urgency(tmp_path, sim_nvml):
     core.collect()
     assert kernel_log.pci_map["00000000:18:00.0"] == sim_nvml.gpus[0].uuid  # attribution map handed over
     assert core.collect_if_urgent() is None  # nothing happened
-    kernel_log.lines = [{"kind": "aer", "at": "2026-12-02T18:44:00Z", "gpu_uuid": None, "pci_bus_id": None,
-                         "code": None, "severity": "info", "message": "corrected", "raw": "AER"}]
+    kernel_log.lines = [
+        {
+            "kind": "aer",
+            "at": "2026-12-02T18:44:00Z",
+            "gpu_uuid": None,
+            "pci_bus_id": None,
+            "code": None,
+            "severity": "info",
+            "message": "corrected",
+            "raw": "AER",
+        }
+    ]
     assert core.collect_if_urgent() is None  # not urgent: waits for the regular report
-    kernel_log.lines = [{"kind": "xid", "at": "2026-12-02T18:44:30Z", "gpu_uuid": sim_nvml.gpus[0].uuid,
-                         "pci_bus_id": "00000000:18:00.0", "code": 79, "severity": "critical",
-                         "message": "Xid 79", "raw": "NVRM: Xid ..."}]
+    kernel_log.lines = [
+        {
+            "kind": "xid",
+            "at": "2026-12-02T18:44:30Z",
+            "gpu_uuid": sim_nvml.gpus[0].uuid,
+            "pci_bus_id": "00000000:18:00.0",
+            "code": 79,
+            "severity": "critical",
+            "message": "Xid 79",
+            "raw": "NVRM: Xid ...",
+        }
+    ]
     urgent = core.collect_if_urgent()
     assert [e["kind"] for e in urgent["events"]] == ["aer", "xid"]
     assert spool.pending(limit=10)[-1].urgent
@@ -115,8 +142,13 @@ def test_kernel_log_events_and_urgency(tmp_path, sim_nvml):
 
 
 def test_cloud_notice_is_one_event_and_stays_in_the_cloud_block(tmp_path, sim_nvml):
-    notice = {"kind": "terminate", "deadline": "2026-12-02T18:47:00Z", "received_at": "2026-12-02T18:45:00Z",
-              "source": "aws.spot.instance-action", "detail": {"action": "terminate", "time": "2026-12-02T18:47:00Z"}}
+    notice = {
+        "kind": "terminate",
+        "deadline": "2026-12-02T18:47:00Z",
+        "received_at": "2026-12-02T18:45:00Z",
+        "source": "aws.spot.instance-action",
+        "detail": {"action": "terminate", "time": "2026-12-02T18:47:00Z"},
+    }
     cloud = StubCloud(notice)
     core, _ = _core(tmp_path, sim_nvml, cloud=cloud)
     urgent = core.collect_if_urgent()
@@ -127,7 +159,9 @@ def test_cloud_notice_is_one_event_and_stays_in_the_cloud_block(tmp_path, sim_nv
     assert core.collect_if_urgent() is None  # same notice: no second event
     later = core.collect()
     assert later["events"] == [] and later["cloud"]["notice"] == notice
-    cloud.notice = dict(notice, kind="rebalance", deadline=None, source="aws.events.recommendations.rebalance")
+    cloud.notice = dict(
+        notice, kind="rebalance", deadline=None, source="aws.events.recommendations.rebalance"
+    )
     assert core.collect_if_urgent()["events"][0]["kind"] == "rebalance"
 
 
@@ -147,7 +181,11 @@ def test_a_broken_collector_costs_its_block_not_the_report(tmp_path, sim_nvml, a
 def test_events_are_capped_with_a_summary():
     events = [{"kind": "aer"}] * (MAX_EVENTS + 5)
     capped = cap_events(events, lambda: FIXED)
-    assert len(capped) == MAX_EVENTS and capped[-1]["kind"] == "agent_error" and "6 more" in capped[-1]["message"]
+    assert (
+        len(capped) == MAX_EVENTS
+        and capped[-1]["kind"] == "agent_error"
+        and "6 more" in capped[-1]["message"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -167,7 +205,9 @@ def test_which_events_are_urgent(event, urgent):
 
 
 def test_inventory_hash_is_canonical():
-    one = build_inventory(host={"b": 1, "a": 2}, gpus=[{"index": 0, "uuid": "u", "extra": 9}], stack={"x": None})
+    one = build_inventory(
+        host={"b": 1, "a": 2}, gpus=[{"index": 0, "uuid": "u", "extra": 9}], stack={"x": None}
+    )
     two = build_inventory(host={"a": 2, "b": 1}, gpus=[{"uuid": "u", "index": 0}], stack={"x": None})
     assert one["hash"] == two["hash"] and len(one["hash"]) == 64
     assert "extra" not in one["gpus"][0]

@@ -40,12 +40,16 @@ def test_every_scenario_produces_valid_reports(scenario, tmp_path, assert_valid_
 def no_gpu_report(tmp_path):
     """The path a node without a driver takes: the real pynvml, which finds no libnvidia-ml here."""
     core = AgentCore(
-        builder=ReportBuilder(sequences=EphemeralSequences("0b7cd3a2-4bd6-4a57-9f07-5f4b50b2d4c2"),
-                              identity=NodeIdentity("m", "h"), interval_s=15),
+        builder=ReportBuilder(
+            sequences=EphemeralSequences("0b7cd3a2-4bd6-4a57-9f07-5f4b50b2d4c2"),
+            identity=NodeIdentity("m", "h"),
+            interval_s=15,
+        ),
         nvml=NvmlAdapter(),
         system=SystemCollector(FIXTURES / "proc" / "t0"),
-        stack=StackCollector(host_root=FIXTURES / "host", proc_root=FIXTURES / "proc" / "t0",
-                             runner=lambda argv, timeout: None),
+        stack=StackCollector(
+            host_root=FIXTURES / "host", proc_root=FIXTURES / "proc" / "t0", runner=lambda argv, timeout: None
+        ),
     )
     return core.collect()
 
@@ -93,8 +97,12 @@ def test_gpu_bounds(tmp_path):
     agent = SimulatedAgent.from_scenario(load_scenario("healthy"), 0, work_dir=tmp_path)
     report = agent.step(0)
     assert not _errors(report)
-    for field, value in (("temperature_c", 250), ("utilization_gpu_pct", 120), ("memory_used_bytes", -5),
-                         ("compute_capability", "nine")):
+    for field, value in (
+        ("temperature_c", 250),
+        ("utilization_gpu_pct", 120),
+        ("memory_used_bytes", -5),
+        ("compute_capability", "nine"),
+    ):
         broken = copy.deepcopy(report)
         broken["gpus"][0][field] = value
         assert _errors(broken) == [f"gpus.0.{field}"]
@@ -116,3 +124,17 @@ def test_enrolment_facts_match_the_schema(tmp_path):
     body = {"token": "fe_x", "facts": agent.enroll_facts()}
     jsonschema.validate(body, definition_schema("enroll_request"))
     assert body["facts"]["gpu_count"] == 8 and body["facts"]["cloud"]["spot"] is True
+
+
+def test_the_servers_validator_agrees(no_gpu_report, tmp_path):
+    """The server compiles this schema with fastjsonschema: it must accept and reject the same things."""
+    fastjsonschema = pytest.importorskip("fastjsonschema")
+    validate = fastjsonschema.compile(report_schema())
+    agent = SimulatedAgent.from_scenario(load_scenario("spot_notice_gcp"), 0, work_dir=tmp_path)
+    agent.step(0)
+    for report in (no_gpu_report, agent.step(31)):
+        validate(report)
+        broken = copy.deepcopy(report)
+        broken["system"]["cpu_busy_pct"] = 250
+        with pytest.raises(fastjsonschema.JsonSchemaException):
+            validate(broken)

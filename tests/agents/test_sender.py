@@ -17,15 +17,22 @@ from fleet_agent.sender import Delivery, SenderThread
 from fleet_agent.spool import Spool
 from tests.agents.conftest import build_core
 
-FACTS = {"machine_id": "machine-1", "hostname": "gpu-01", "agent_version": "0.1.0",
-         "agent_instance_id": "0b7cd3a2-4bd6-4a57-9f07-5f4b50b2d4c2", "gpu_count": 2,
-         "gpu_model": "NVIDIA H100 80GB HBM3", "cloud": None}
+FACTS = {
+    "machine_id": "machine-1",
+    "hostname": "gpu-01",
+    "agent_version": "0.1.0",
+    "agent_instance_id": "0b7cd3a2-4bd6-4a57-9f07-5f4b50b2d4c2",
+    "gpu_count": 2,
+    "gpu_model": "NVIDIA H100 80GB HBM3",
+    "cloud": None,
+}
 
 
 @pytest.fixture
 def enrolled(control_plane, tmp_path):
-    enrollment = enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS,
-                        credential_file=credential_path(tmp_path))
+    enrollment = enroll(
+        ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path)
+    )
     client = ControlPlaneClient(control_plane.url, credential=enrollment.credential)
     return enrollment, client
 
@@ -42,13 +49,18 @@ def test_enroll_writes_a_private_credential_file(control_plane, tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_enrollment(path) == enrollment
     assert control_plane.enrollments[0]["facts"]["machine_id"] == "machine-1"
-    again = enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=path)
+    again = enroll(control_plane.url, "fe_test", FACTS, credential_file=path)  # a URL works as well
     assert again.node_id == 1 and again.credential != enrollment.credential  # same node, fresh credential
 
 
 def test_enroll_with_a_bad_token_fails_clearly(control_plane, tmp_path):
     with pytest.raises(EnrollmentError, match="403"):
-        enroll(ControlPlaneClient(control_plane.url), "fe_wrong", FACTS, credential_file=credential_path(tmp_path))
+        enroll(
+            ControlPlaneClient(control_plane.url),
+            "fe_wrong",
+            FACTS,
+            credential_file=credential_path(tmp_path),
+        )
     assert not credential_path(tmp_path).exists()
 
 
@@ -141,7 +153,9 @@ def test_partial_ack_keeps_the_rest_and_backs_off(tmp_path):
     assert [r.sequence for r in spool.pending()] == [4, 5] and delivery.backing_off()
 
 
-@pytest.mark.parametrize("answer", [{"acked_sequence": "5"}, {"acked_sequence": 5, "agent_instance_id": "other"}, {}])
+@pytest.mark.parametrize(
+    "answer", [{"acked_sequence": "5"}, {"acked_sequence": 5, "agent_instance_id": "other"}, {}]
+)
 def test_malformed_or_foreign_acks_remove_nothing(tmp_path, answer):
     spool = Spool(tmp_path / "spool.db")
     build_core(spool).collect()

@@ -54,8 +54,10 @@ def test_pending_respects_count_and_byte_limits(tmp_path):
 
 def test_full_spool_drops_oldest_metrics_before_any_event_or_inventory(tmp_path):
     spool = Spool(tmp_path / "spool.db", max_bytes=12_000)
-    precious = [_report(spool, events=1, padding=1000)["sequence"],
-                _report(spool, inventory="a" * 64, padding=1000)["sequence"]]
+    precious = [
+        _report(spool, events=1, padding=1000)["sequence"],
+        _report(spool, inventory="a" * 64, padding=1000)["sequence"],
+    ]
     metrics = [_report(spool, padding=1000)["sequence"] for _ in range(20)]
     kept = [r.sequence for r in spool.pending(limit=1000)]
     assert set(precious) <= set(kept)
@@ -68,7 +70,7 @@ def test_events_go_too_when_nothing_else_is_left(tmp_path):
     spool = Spool(tmp_path / "spool.db", max_bytes=5_000)
     sequences = [_report(spool, events=1, padding=1000)["sequence"] for _ in range(10)]
     kept = [r.sequence for r in spool.pending(limit=1000)]
-    assert kept == sequences[-len(kept):] and sequences[-1] in kept and len(kept) < 10
+    assert kept == sequences[-len(kept) :] and sequences[-1] in kept and len(kept) < 10
 
 
 def test_ack_records_the_acknowledged_inventory_hash(tmp_path):

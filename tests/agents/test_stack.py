@@ -34,10 +34,13 @@ def tool_runner(outputs: dict[str, str]):
 
 
 def test_host_files_and_tool_versions():
-    runner = tool_runner({
-        "docker": "Docker version 26.1.0, build 9714adc\n",
-        "nvidia-ctk": "NVIDIA Container Toolkit CLI version 1.15.0\ncommit: ddeeca392c7bd8b33d0a66400b77af7a97e16cef\n",
-    })
+    runner = tool_runner(
+        {
+            "docker": "Docker version 26.1.0, build 9714adc\n",
+            "nvidia-ctk": "NVIDIA Container Toolkit CLI version 1.15.0\n"
+            "commit: ddeeca392c7bd8b33d0a66400b77af7a97e16cef\n",
+        }
+    )
     collector = StackCollector(host_root=HOST, proc_root=PROC, runner=runner)
     stack = collector.stack("550.54.15", "12.4")
     assert stack == {
@@ -52,13 +55,20 @@ def test_host_files_and_tool_versions():
         "kernel": "5.15.0-105-generic",
     }
     host = collector.host(cpu_count=2, mem_total_bytes=1024)
-    assert host == {"os": "Ubuntu 22.04.4 LTS", "kernel": "5.15.0-105-generic",
-                    "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_count": 2, "mem_total_bytes": 1024}
+    assert host == {
+        "os": "Ubuntu 22.04.4 LTS",
+        "kernel": "5.15.0-105-generic",
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+        "cpu_count": 2,
+        "mem_total_bytes": 1024,
+    }
     assert ["python"] not in [c[:1] for c in runner.calls]  # no interpreter configured: no probe
 
 
 def test_slow_facts_are_cached_until_refresh():
-    runner = tool_runner({"containerd": "containerd containerd.io 1.6.31 e377cd56a71523140ca6ae87e30244719194a521"})
+    runner = tool_runner(
+        {"containerd": "containerd containerd.io 1.6.31 e377cd56a71523140ca6ae87e30244719194a521"}
+    )
     collector = StackCollector(host_root=HOST, proc_root=PROC, runner=runner)
     assert collector.stack(None, None)["container_runtime"] == "containerd 1.6.31"
     calls = len(runner.calls)
@@ -80,7 +90,10 @@ def test_missing_binaries_are_null(tmp_path):
     [
         ("Docker version 26.1.0, build 9714adc", "26.1.0"),
         ("podman version 4.9.3", "4.9.3"),
-        ("containerd github.com/containerd/containerd/v2 v2.0.0 207ad711eabd375a01713109a8a197d197ff6542", "2.0.0"),
+        (
+            "containerd github.com/containerd/containerd/v2 v2.0.0 207ad711eabd375a01713109a8a197d197ff6542",
+            "2.0.0",
+        ),
         ("cli-version: 1.14.6\nlib-version: 1.14.6", "1.14.6"),
         ("", None),
         ("no digits here", None),
@@ -94,7 +107,8 @@ def test_framework_probe_runs_in_the_configured_interpreter(tmp_path, monkeypatc
     """The real probe script, in a real interpreter, finding a (fake) torch on its path."""
     site = tmp_path / "site"
     (site / "torch").mkdir(parents=True)
-    (site / "torch" / "__init__.py").write_text(textwrap.dedent("""
+    (site / "torch" / "__init__.py").write_text(
+        textwrap.dedent("""
         __version__ = "2.4.0+cu124"
         class version:
             cuda = "12.4"
@@ -102,9 +116,12 @@ def test_framework_probe_runs_in_the_configured_interpreter(tmp_path, monkeypatc
             @staticmethod
             def _cuda_getArchFlags():
                 return "sm_80 sm_86 sm_90"
-    """))
+    """)
+    )
     monkeypatch.setenv("PYTHONPATH", str(site))
-    stack = StackCollector(host_root=HOST, proc_root=PROC, python=sys.executable, timeout_s=30).stack(None, None)
+    stack = StackCollector(host_root=HOST, proc_root=PROC, python=sys.executable, timeout_s=30).stack(
+        None, None
+    )
     assert stack["python"] == ".".join(map(str, sys.version_info[:3]))
     assert stack["frameworks"] == [
         {"name": "torch", "version": "2.4.0+cu124", "cuda": "12.4", "arch_list": ["sm_80", "sm_86", "sm_90"]}
@@ -114,17 +131,25 @@ def test_framework_probe_runs_in_the_configured_interpreter(tmp_path, monkeypatc
 def test_framework_probe_with_a_broken_framework_keeps_its_name(tmp_path, monkeypatch):
     site = tmp_path / "site"
     (site / "torch").mkdir(parents=True)
-    (site / "torch" / "__init__.py").write_text("raise ImportError('libcudart.so.12: cannot open shared object')\n")
+    (site / "torch" / "__init__.py").write_text(
+        "raise ImportError('libcudart.so.12: cannot open shared object')\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(site))
-    stack = StackCollector(host_root=HOST, proc_root=PROC, python=sys.executable, timeout_s=30).stack(None, None)
+    stack = StackCollector(host_root=HOST, proc_root=PROC, python=sys.executable, timeout_s=30).stack(
+        None, None
+    )
     assert stack["frameworks"] == [{"name": "torch", "version": None, "cuda": None, "arch_list": None}]
 
 
 def test_interpreter_that_is_missing_or_prints_garbage_is_survivable(tmp_path):
     missing = StackCollector(host_root=HOST, proc_root=PROC, python=str(tmp_path / "nope" / "python"))
     assert missing.stack(None, None)["frameworks"] == []
-    garbage = StackCollector(host_root=HOST, proc_root=PROC, python="python",
-                             runner=lambda argv, timeout: CommandResult(0, "not json\n", ""))
+    garbage = StackCollector(
+        host_root=HOST,
+        proc_root=PROC,
+        python="python",
+        runner=lambda argv, timeout: CommandResult(0, "not json\n", ""),
+    )
     assert garbage.stack(None, None)["python"] is None
 
 
@@ -139,8 +164,9 @@ def test_virtualenv_directory_is_accepted(tmp_path):
     seen = []
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    StackCollector(host_root=HOST, proc_root=PROC, python=str(venv),
-                   runner=lambda argv, timeout: seen.append(argv[0])).refresh()
+    StackCollector(
+        host_root=HOST, proc_root=PROC, python=str(venv), runner=lambda argv, timeout: seen.append(argv[0])
+    ).refresh()
     assert str(venv / "bin" / "python") in seen
 
 

@@ -34,9 +34,11 @@ def test_rates_from_two_samples(proc_tree):
     assert system["mem_total_bytes"] == 16384000 * 1024 and system["mem_available_bytes"] == 8192000 * 1024
     assert (system["load1"], system["load5"], system["load15"]) == (1.75, 1.25, 0.95)
     assert system["tcp_retrans_pct"] == 0.2  # 20 retransmitted of 10000 sent
-    assert system["pressure"] == {"cpu": {"some_avg10": 1.5, "full_avg10": 0.0},
-                                  "io": {"some_avg10": 2.25, "full_avg10": 1.0},
-                                  "memory": {"some_avg10": 0.0, "full_avg10": 0.0}}
+    assert system["pressure"] == {
+        "cpu": {"some_avg10": 1.5, "full_avg10": 0.0},
+        "io": {"some_avg10": 2.25, "full_avg10": 1.0},
+        "memory": {"some_avg10": 0.0, "full_avg10": 0.0},
+    }
 
 
 def test_disks_in_all_three_diskstats_layouts_without_partitions_or_pseudo_devices(proc_tree):
@@ -46,8 +48,13 @@ def test_disks_in_all_three_diskstats_layouts_without_partitions_or_pseudo_devic
     assert nvme["read_bytes_per_s"] == 20000 * 512 / 10 and nvme["write_bytes_per_s"] == 60000 * 512 / 10
     assert nvme["await_ms"] == 1.0  # (50 + 350) ms over 400 I/Os
     assert nvme["util_pct"] == 25.0  # 2500 ms busy in 10 s
-    assert disks["sda"] == {"name": "sda", "read_bytes_per_s": 0.0, "write_bytes_per_s": 0.0, "await_ms": 0.0,
-                            "util_pct": 0.0}
+    assert disks["sda"] == {
+        "name": "sda",
+        "read_bytes_per_s": 0.0,
+        "write_bytes_per_s": 0.0,
+        "await_ms": 0.0,
+        "util_pct": 0.0,
+    }
     assert disks["dm-0"]["await_ms"] == 0.2 and disks["dm-0"]["util_pct"] == 0.1
 
 
@@ -86,9 +93,18 @@ def test_malformed_and_missing_files_give_nulls_not_a_crash(tmp_path, caplog):
         clock.now += 5
         system = collector.collect()
     assert system == {
-        "cpu_busy_pct": None, "cpu_steal_pct": None, "cpu_iowait_pct": None, "cpu_count": None,
-        "mem_total_bytes": None, "mem_available_bytes": None, "load1": None, "load5": None, "load15": None,
-        "disks": [], "tcp_retrans_pct": None, "pressure": None,
+        "cpu_busy_pct": None,
+        "cpu_steal_pct": None,
+        "cpu_iowait_pct": None,
+        "cpu_count": None,
+        "mem_total_bytes": None,
+        "mem_available_bytes": None,
+        "load1": None,
+        "load5": None,
+        "load15": None,
+        "disks": [],
+        "tcp_retrans_pct": None,
+        "pressure": None,
     }
     assert any("net/snmp" in r.getMessage() for r in caplog.records)
 

@@ -50,6 +50,7 @@ def test_install_script_installs_enrols_and_upgrades(agent_wheels, live_server, 
     assert json.loads(credential.read_text())["node_id"] == node.pk
     unit = (root / "etc/systemd/system/fleet-agent.service").read_text()
     assert "ExecStart=/opt/fleet-agent/venv/bin/fleet-agent run" in unit
+    assert "User=fleet-agent" in unit and "AmbientCapabilities=CAP_SYSLOG" in unit
     assert f'server = "{live_server.url}"' in (root / "etc/fleet-agent/agent.toml").read_text()
     agent = root / "opt/fleet-agent/venv/bin/fleet-agent"
     version = subprocess.run([str(agent), "--version"], capture_output=True, text=True, timeout=60)

@@ -52,7 +52,11 @@ class CheckpointCollector:
             return {"dirs": self.dirs, "newest_path": None, "newest_age_s": None}
         mtime, path = self._newest
         # A clock that moved backwards (or a file from the future) is not a negative age.
-        return {"dirs": self.dirs, "newest_path": path[:1024], "newest_age_s": round(max(0.0, now - mtime), 1)}
+        return {
+            "dirs": self.dirs,
+            "newest_path": path[:1024],
+            "newest_age_s": round(max(0.0, now - mtime), 1),
+        }
 
     def _scan(self) -> tuple[float, str] | None:
         newest: tuple[float, str] | None = None

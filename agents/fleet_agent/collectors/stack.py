@@ -142,7 +142,9 @@ def read_os_release(host_root: Path) -> str | None:
             key, sep, value = line.partition("=")
             if sep:
                 fields[key.strip()] = value.strip().strip('"').strip("'")
-        name = fields.get("PRETTY_NAME") or " ".join(filter(None, (fields.get("NAME"), fields.get("VERSION"))))
+        name = fields.get("PRETTY_NAME") or " ".join(
+            filter(None, (fields.get("NAME"), fields.get("VERSION")))
+        )
         return name[:256] or None
     return None
 
@@ -237,7 +239,9 @@ class StackCollector:
             frameworks = [_framework_entry(entry) for entry in data.get("frameworks", [])][:16]
             return _short(data.get("python")), frameworks
         except (ValueError, IndexError, AttributeError, TypeError):
-            self._warn(f"probe-json:{interpreter}", "framework probe printed no JSON: %r", result.stdout[-200:])
+            self._warn(
+                f"probe-json:{interpreter}", "framework probe printed no JSON: %r", result.stdout[-200:]
+            )
             return None, []
 
     def _container_runtime(self) -> str | None:

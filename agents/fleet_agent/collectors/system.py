@@ -179,8 +179,13 @@ class SystemCollector:
                 self._warn(f"diskstats:{name}", "skipping malformed diskstats line: %r", line[:120])
                 continue
             disks[name] = _DiskCounters(
-                reads=fields[0], sectors_read=fields[2], ms_reading=fields[3],
-                writes=fields[4], sectors_written=fields[6], ms_writing=fields[7], ms_doing_io=fields[9],
+                reads=fields[0],
+                sectors_read=fields[2],
+                ms_reading=fields[3],
+                writes=fields[4],
+                sectors_written=fields[6],
+                ms_writing=fields[7],
+                ms_doing_io=fields[9],
             )
             if len(disks) >= MAX_DISKS:
                 break
@@ -262,15 +267,19 @@ def _disk_rates(
             continue  # appeared since the last sample; rates from the next one
         ios = (now.reads - then.reads) + (now.writes - then.writes)
         io_ms = (now.ms_reading - then.ms_reading) + (now.ms_writing - then.ms_writing)
-        disks.append({
-            "name": name,
-            "read_bytes_per_s": round(max(0, now.sectors_read - then.sectors_read) * SECTOR_BYTES / elapsed, 1),
-            "write_bytes_per_s": round(
-                max(0, now.sectors_written - then.sectors_written) * SECTOR_BYTES / elapsed, 1
-            ),
-            "await_ms": round(io_ms / ios, 3) if ios > 0 else 0.0,
-            "util_pct": _pct(now.ms_doing_io - then.ms_doing_io, elapsed * 1000.0),
-        })
+        disks.append(
+            {
+                "name": name,
+                "read_bytes_per_s": round(
+                    max(0, now.sectors_read - then.sectors_read) * SECTOR_BYTES / elapsed, 1
+                ),
+                "write_bytes_per_s": round(
+                    max(0, now.sectors_written - then.sectors_written) * SECTOR_BYTES / elapsed, 1
+                ),
+                "await_ms": round(io_ms / ios, 3) if ios > 0 else 0.0,
+                "util_pct": _pct(now.ms_doing_io - then.ms_doing_io, elapsed * 1000.0),
+            }
+        )
     return disks
 
 

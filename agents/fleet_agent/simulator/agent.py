@@ -56,7 +56,7 @@ _DOUBLE_BIT_ECC = 1  # page retirement cause
 
 
 def encode_cuda_version(version: str) -> int:
-    """"12.4" → 12040, NVML's encoding."""
+    """ "12.4" → 12040, NVML's encoding."""
     major, minor = (int(part) for part in version.split(".")[:2])
     return major * 1000 + minor * 10
 
@@ -81,11 +81,17 @@ class SimulatedAgent:
         self.start = start or utc_now()
         self.t = 0.0
         self._rng = random.Random(f"{seed}/{scenario_name}/{self.hostname}")
-        self.machine_id = uuid.uuid5(uuid.NAMESPACE_URL, f"fleet-agent-sim/{scenario_name}/{self.hostname}").hex
+        self.machine_id = uuid.uuid5(
+            uuid.NAMESPACE_URL, f"fleet-agent-sim/{scenario_name}/{self.hostname}"
+        ).hex
         self.baseline_stack = copy.deepcopy(spec.stack)
 
-        gpus = [SimulatedGpu.from_model(spec.gpu_model, i, node_key=self.machine_id,
-                                        vgpu=spec.delivery_form == "cloud_shared") for i in range(spec.gpu_count)]
+        gpus = [
+            SimulatedGpu.from_model(
+                spec.gpu_model, i, node_key=self.machine_id, vgpu=spec.delivery_form == "cloud_shared"
+            )
+            for i in range(spec.gpu_count)
+        ]
         self.nvml = SimulatedNvml(
             gpus,
             driver_version=spec.stack["driver_version"],
@@ -93,9 +99,13 @@ class SimulatedAgent:
             init_error=_NVML_INIT_ERRORS.get(spec.nvml),
         )
         self.proc = SimulatedProc(
-            self.dir / "proc", cpu_count=spec.cpu_count, mem_total_bytes=spec.memory_gb * 2**30,
-            kernel=spec.stack["kernel"], cpu_model="Intel(R) Xeon(R) Platinum 8480+",
-            boot_epoch=self.start.timestamp() - 3 * 86400, rng=self._rng,
+            self.dir / "proc",
+            cpu_count=spec.cpu_count,
+            mem_total_bytes=spec.memory_gb * 2**30,
+            kernel=spec.stack["kernel"],
+            cpu_model="Intel(R) Xeon(R) Platinum 8480+",
+            boot_epoch=self.start.timestamp() - 3 * 86400,
+            rng=self._rng,
         )
         self.kernel_log = SimulatedKernelLog(self.dir / "kern.log")
         self.cloud = self._make_cloud()
@@ -107,16 +117,24 @@ class SimulatedAgent:
         self.spool = Spool(self.dir / "spool.db", durable=False)
         self.identity = NodeIdentity(machine_id=self.machine_id, hostname=self.hostname)
         self.core = AgentCore(
-            builder=ReportBuilder(sequences=self.spool, identity=self.identity, interval_s=interval_s,
-                                  clock=self.now),
+            builder=ReportBuilder(
+                sequences=self.spool, identity=self.identity, interval_s=interval_s, clock=self.now
+            ),
             nvml=NvmlAdapter(self.nvml, expected_gpu_count=spec.gpu_count, clock=self.now),
             system=SystemCollector(self.dir / "proc", clock=lambda: self.t),
-            stack=StackCollector(host_root=self.dir / "host", proc_root=self.dir / "proc",
-                                 python=SIMULATED_PYTHON, runner=self.stack.run),
+            stack=StackCollector(
+                host_root=self.dir / "host",
+                proc_root=self.dir / "proc",
+                python=SIMULATED_PYTHON,
+                runner=self.stack.run,
+            ),
             kernel_log=self._make_kernel_log_collector(),
             cloud=self.cloud,
-            checkpoint=CheckpointCollector([self.checkpoint_dir], rescan_s=0,
-                                           clock=lambda: self.now().timestamp()) if self.checkpoint_dir else None,
+            checkpoint=CheckpointCollector(
+                [self.checkpoint_dir], rescan_s=0, clock=lambda: self.now().timestamp()
+            )
+            if self.checkpoint_dir
+            else None,
             spool=self.spool,
             clock=self.now,
         )
@@ -132,20 +150,40 @@ class SimulatedAgent:
         self.core.system.prime()
 
     @classmethod
-    def from_scenario(cls, scenario: Scenario, ordinal: int, *, work_dir: str | Path,
-                      start: datetime | None = None, seed: int | None = None,
-                      interval_s: float | None = None) -> SimulatedAgent:
-        return cls(scenario.node_for(ordinal), ordinal=ordinal, work_dir=work_dir, scenario_name=scenario.name,
-                   start=start, seed=scenario.seed if seed is None else seed,
-                   interval_s=interval_s or scenario.interval_s)
+    def from_scenario(
+        cls,
+        scenario: Scenario,
+        ordinal: int,
+        *,
+        work_dir: str | Path,
+        start: datetime | None = None,
+        seed: int | None = None,
+        interval_s: float | None = None,
+    ) -> SimulatedAgent:
+        return cls(
+            scenario.node_for(ordinal),
+            ordinal=ordinal,
+            work_dir=work_dir,
+            scenario_name=scenario.name,
+            start=start,
+            seed=scenario.seed if seed is None else seed,
+            interval_s=interval_s or scenario.interval_s,
+        )
 
     # -- wiring ---------------------------------------------------------------------------------
 
     def _make_cloud(self) -> SimulatedCloud:
         spec = self.spec
         if not spec.is_cloud:
-            return SimulatedCloud(provider=None, instance_id=None, instance_type=None, region=None, spot=None,
-                                  bare_metal=True, clock=self.now)
+            return SimulatedCloud(
+                provider=None,
+                instance_id=None,
+                instance_type=None,
+                region=None,
+                spot=None,
+                bare_metal=True,
+                clock=self.now,
+            )
         instance_id = {
             "aws": f"i-0{self._rng.getrandbits(64):016x}",
             "gcp": str(self._rng.getrandbits(62)),
@@ -153,9 +191,15 @@ class SimulatedAgent:
             "alibaba": f"i-bp1{self._rng.getrandbits(64):017x}"[:22],
             "tencent": f"ins-{self._rng.getrandbits(32):08x}",
         }[spec.provider]
-        return SimulatedCloud(provider=spec.provider, instance_id=instance_id, instance_type=spec.instance_type,
-                              region=spec.region, spot=spec.spot, bare_metal=spec.instance_type.endswith(".metal"),
-                              clock=self.now)
+        return SimulatedCloud(
+            provider=spec.provider,
+            instance_id=instance_id,
+            instance_type=spec.instance_type,
+            region=spec.region,
+            spot=spec.spot,
+            bare_metal=spec.instance_type.endswith(".metal"),
+            clock=self.now,
+        )
 
     def _make_kernel_log_collector(self):
         try:
@@ -298,8 +342,9 @@ class SimulatedAgent:
         while last + period <= self.t:
             last += period
             for gpu in self._gpus(fault):
-                self.kernel_log.xid(self.proc.uptime, gpu.bus_id, int(fault.params["code"]),
-                                    fault.params.get("message"))
+                self.kernel_log.xid(
+                    self.proc.uptime, gpu.bus_id, int(fault.params["code"]), fault.params.get("message")
+                )
         self._xid_repeats[index] = last
 
     def _edit_torch(self, **changes: object) -> None:
@@ -347,7 +392,9 @@ class SimulatedAgent:
             gpu.sm_clock = gpu.max_sm_mhz
             gpu.clock_reasons = _GPU_IDLE if util < 5 else 0
             gpu.pcie_current = None
-            gpu.processes = [SimulatedProcess(pid=41000 + gpu.index, used_memory_bytes=gpu.memory_used)] if util else []
+            gpu.processes = (
+                [SimulatedProcess(pid=41000 + gpu.index, used_memory_bytes=gpu.memory_used)] if util else []
+            )
         for fault in active:
             self._apply_steady_fault(fault)
         self.proc.advance(dt, load)
@@ -370,8 +417,13 @@ class SimulatedAgent:
             elif fault.kind == "residual_process":
                 # The job is gone but a leftover process still holds memory on an idle GPU.
                 held = int(float(params.get("memory_gb", 20)) * 2**30)
-                gpu.processes = [SimulatedProcess(pid=int(params.get("pid", 4242)), used_memory_bytes=held,
-                                                  name=str(params.get("name", "python")))]
+                gpu.processes = [
+                    SimulatedProcess(
+                        pid=int(params.get("pid", 4242)),
+                        used_memory_bytes=held,
+                        name=str(params.get("name", "python")),
+                    )
+                ]
                 gpu.util_gpu = gpu.util_memory = 0
                 gpu.memory_used = held
                 gpu.clock_reasons = _GPU_IDLE
@@ -401,8 +453,13 @@ class SimulatedAgent:
 
     def enroll_facts(self) -> dict:
         gpus = [{"name": gpu.name} for gpu in self.nvml.gpus]
-        return enrollment_facts(identity=self.identity, instance_id=self.spool.instance_id, gpus=gpus,
-                                cloud=self.cloud.identity(), labels=self.spec.labels())
+        return enrollment_facts(
+            identity=self.identity,
+            instance_id=self.spool.instance_id,
+            gpus=gpus,
+            cloud=self.cloud.identity(),
+            labels=self.spec.labels(),
+        )
 
     def enroll(self, server: str, token: str, *, ca_file: str | None = None) -> Enrollment:
         """Enrol once (a credential from an earlier run against the same server is reused)."""

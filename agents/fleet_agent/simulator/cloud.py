@@ -22,12 +22,25 @@ _TENCENT_TZ = timezone(timedelta(hours=8))
 
 
 class SimulatedCloud:
-    def __init__(self, *, provider: str | None, instance_id: str | None, instance_type: str | None,
-                 region: str | None, spot: bool | None, bare_metal: bool, clock: Callable[[], datetime]):
+    def __init__(
+        self,
+        *,
+        provider: str | None,
+        instance_id: str | None,
+        instance_type: str | None,
+        region: str | None,
+        spot: bool | None,
+        bare_metal: bool,
+        clock: Callable[[], datetime],
+    ):
         self.provider = provider
         self._identity = {
-            "provider": provider, "instance_id": instance_id, "instance_type": instance_type,
-            "region": region, "spot": spot, "bare_metal": bare_metal,
+            "provider": provider,
+            "instance_id": instance_id,
+            "instance_type": instance_type,
+            "region": region,
+            "spot": spot,
+            "bare_metal": bare_metal,
         }
         self._clock = clock
         self._notice: dict | None = None

@@ -58,8 +58,10 @@ class _DeliveryPool:
         self._queue: queue.Queue[tuple[int, bool] | None] = queue.Queue()
         self._queued: set[int] = set()
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._work, name=f"sim-delivery-{i}", daemon=True)
-                         for i in range(max(1, workers))]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"sim-delivery-{i}", daemon=True)
+            for i in range(max(1, workers))
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -115,9 +117,10 @@ def run_fleet(
     work_dir = Path(state_dir or scratch)
     result = FleetResult(nodes=nodes)
     started = time.monotonic()
-    start = utc_now()
-    agents = [SimulatedAgent.from_scenario(scenario, i, work_dir=work_dir, start=start, seed=seed,
-                                           interval_s=interval) for i in range(nodes)]
+    agents = [
+        SimulatedAgent.from_scenario(scenario, i, work_dir=work_dir, seed=seed, interval_s=interval)
+        for i in range(nodes)
+    ]
     try:
         for agent in agents:
             try:
@@ -129,11 +132,20 @@ def run_fleet(
         enrolled = [i for i, agent in enumerate(agents) if agent.delivery is not None]
         if not enrolled:
             return result
-        log.info("simulating %d node(s) of scenario %r every %.0f s in %s", len(enrolled), scenario.name,
-                 interval, work_dir)
+        log.info(
+            "simulating %d node(s) of scenario %r every %.0f s in %s",
+            len(enrolled),
+            scenario.name,
+            interval,
+            work_dir,
+        )
+        # Simulated time starts now, after the (possibly slow) set-up and enrolment of many nodes.
+        rebased = utc_now()
+        for agent in agents:
+            agent.start = rebased
         pool = _DeliveryPool(agents, workers)
         try:
-            _schedule(agents, enrolled, pool, interval, started, duration_s, stop, result)
+            _schedule(agents, enrolled, pool, interval, time.monotonic(), duration_s, stop, result)
         finally:
             pool.close()
             deadline = time.monotonic() + FLUSH_TIMEOUT_S
@@ -154,8 +166,16 @@ def run_fleet(
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _schedule(agents: list[SimulatedAgent], enrolled: list[int], pool: _DeliveryPool, interval: float,
-              started: float, duration_s: float | None, stop: threading.Event, result: FleetResult) -> None:
+def _schedule(
+    agents: list[SimulatedAgent],
+    enrolled: list[int],
+    pool: _DeliveryPool,
+    interval: float,
+    started: float,
+    duration_s: float | None,
+    stop: threading.Event,
+    result: FleetResult,
+) -> None:
     # (due, index, is_fault_step): regular steps spread over the first interval so nodes do not report
     # in lockstep; fault steps happen exactly when a fault starts or clears.
     heap: list[tuple[float, int, bool]] = []
@@ -189,4 +209,6 @@ def _schedule(agents: list[SimulatedAgent], enrolled: list[int], pool: _Delivery
             heapq.heappush(heap, (due + interval, index, False))
         if elapsed >= next_progress:
             next_progress += PROGRESS_EVERY_S
-            log.info("t=%.0fs: %d reports built (%d urgent)", elapsed, result.reports_built, result.urgent_reports)
+            log.info(
+                "t=%.0fs: %d reports built (%d urgent)", elapsed, result.reports_built, result.urgent_reports
+            )

@@ -34,8 +34,17 @@ class Load:
 
 
 class SimulatedProc:
-    def __init__(self, root: Path, *, cpu_count: int, mem_total_bytes: int, kernel: str,
-                 cpu_model: str, boot_epoch: float, rng: random.Random):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        cpu_count: int,
+        mem_total_bytes: int,
+        kernel: str,
+        cpu_model: str,
+        boot_epoch: float,
+        rng: random.Random,
+    ):
         self.root = Path(root)
         self.cpu_count = cpu_count
         self.mem_total = mem_total_bytes
@@ -44,8 +53,10 @@ class SimulatedProc:
         self.uptime = 3600.0 * 24 * 3  # the node has been up a few days
         self._rng = rng
         # user nice system idle iowait irq softirq steal guest guest_nice (USER_HZ ticks)
-        self.cpu = [int(self.uptime * USER_HZ * cpu_count * share) for share in
-                    (0.30, 0.0, 0.05, 0.64, 0.005, 0.0, 0.005, 0.0)] + [0, 0]
+        self.cpu = [
+            int(self.uptime * USER_HZ * cpu_count * share)
+            for share in (0.30, 0.0, 0.05, 0.64, 0.005, 0.0, 0.005, 0.0)
+        ] + [0, 0]
         self.disks = {name: [0] * 17 for name in DISKS}
         self.tcp = {"OutSegs": 10_000_000, "RetransSegs": 2_000, "InSegs": 9_000_000}
         self.load = Load()
@@ -58,8 +69,10 @@ class SimulatedProc:
         (self.root / "sys/kernel/random").mkdir(parents=True, exist_ok=True)
         (self.root / "sys/kernel/random/boot_id").write_text(f"{rng.getrandbits(128):032x}\n")
         (self.root / "cpuinfo").write_text(
-            "".join(f"processor\t: {i}\nvendor_id\t: GenuineIntel\nmodel name\t: {cpu_model}\n\n"
-                    for i in range(min(cpu_count, 4)))
+            "".join(
+                f"processor\t: {i}\nvendor_id\t: GenuineIntel\nmodel name\t: {cpu_model}\n\n"
+                for i in range(min(cpu_count, 4))
+            )
         )
 
     def advance(self, dt: float, load: Load) -> None:
@@ -73,8 +86,14 @@ class SimulatedProc:
         steal = min(100.0 - busy, load.steal_pct)
         iowait = min(100.0 - busy - steal, load.iowait_pct)
         idle = max(0.0, 100.0 - busy - steal - iowait)
-        for position, pct in ((0, busy * 0.85), (2, busy * 0.12), (6, busy * 0.03), (3, idle), (4, iowait),
-                              (7, steal)):
+        for position, pct in (
+            (0, busy * 0.85),
+            (2, busy * 0.12),
+            (6, busy * 0.03),
+            (3, idle),
+            (4, iowait),
+            (7, steal),
+        ):
             self.cpu[position] += int(ticks * pct / 100.0)
         for counters in self.disks.values():
             reads = max(1, int(load.disk_read_bytes_per_s * dt / 131072))  # 128 KiB requests
@@ -99,8 +118,11 @@ class SimulatedProc:
     def write(self) -> None:
         self._write("stat", self._stat())
         self._write("meminfo", self._meminfo())
-        self._write("loadavg", f"{self._load_avg[0]:.2f} {self._load_avg[1]:.2f} {self._load_avg[2]:.2f} "
-                               f"3/{900 + self.cpu_count} 424242\n")
+        self._write(
+            "loadavg",
+            f"{self._load_avg[0]:.2f} {self._load_avg[1]:.2f} {self._load_avg[2]:.2f} "
+            f"3/{900 + self.cpu_count} 424242\n",
+        )
         self._write("diskstats", self._diskstats())
         self._write("net/snmp", self._snmp())
         self._write("uptime", f"{self.uptime:.2f} {self.uptime * self.cpu_count * 0.6:.2f}\n")
@@ -113,9 +135,9 @@ class SimulatedProc:
         (self.root / relative).write_text(text, encoding="ascii")
 
     def _stat(self) -> str:
-        per_cpu = [value // self.cpu_count for value in self.cpu]
+        per_cpu = " ".join(str(value // self.cpu_count) for value in self.cpu)
         lines = ["cpu  " + " ".join(str(v) for v in self.cpu)]
-        lines += [f"cpu{i} " + " ".join(str(v) for v in per_cpu) for i in range(self.cpu_count)]
+        lines += [f"cpu{i} {per_cpu}" for i in range(self.cpu_count)]
         lines += [
             "intr 123456789 0 0 0",
             f"ctxt {int(self.uptime * 50000)}",
@@ -131,13 +153,23 @@ class SimulatedProc:
         total_kb = self.mem_total // 1024
         available_kb = int(total_kb * self.load.mem_available_pct / 100.0)
         rows = [
-            ("MemTotal", total_kb), ("MemFree", int(available_kb * 0.4)), ("MemAvailable", available_kb),
-            ("Buffers", 123456), ("Cached", int(available_kb * 0.5)), ("SwapCached", 0),
-            ("Active", int(total_kb * 0.3)), ("Inactive", int(total_kb * 0.1)), ("SwapTotal", 0), ("SwapFree", 0),
-            ("Dirty", 1024), ("Shmem", 65536), ("HugePages_Total", 0),
+            ("MemTotal", total_kb),
+            ("MemFree", int(available_kb * 0.4)),
+            ("MemAvailable", available_kb),
+            ("Buffers", 123456),
+            ("Cached", int(available_kb * 0.5)),
+            ("SwapCached", 0),
+            ("Active", int(total_kb * 0.3)),
+            ("Inactive", int(total_kb * 0.1)),
+            ("SwapTotal", 0),
+            ("SwapFree", 0),
+            ("Dirty", 1024),
+            ("Shmem", 65536),
+            ("HugePages_Total", 0),
         ]
         return "".join(
-            f"{key + ':':<16}{value:>10}{'' if key.startswith('HugePages') else ' kB'}\n" for key, value in rows
+            f"{key + ':':<16}{value:>10}{'' if key.startswith('HugePages') else ' kB'}\n"
+            for key, value in rows
         )
 
     def _diskstats(self) -> str:
@@ -149,12 +181,38 @@ class SimulatedProc:
         return "\n".join(lines) + "\n"
 
     def _snmp(self) -> str:
-        tcp_keys = ["RtoAlgorithm", "RtoMin", "RtoMax", "MaxConn", "ActiveOpens", "PassiveOpens", "AttemptFails",
-                    "EstabResets", "CurrEstab", "InSegs", "OutSegs", "RetransSegs", "InErrs", "OutRsts",
-                    "InCsumErrors"]
-        tcp_values = {"RtoAlgorithm": 1, "RtoMin": 200, "RtoMax": 120000, "MaxConn": -1, "ActiveOpens": 1234,
-                      "PassiveOpens": 567, "AttemptFails": 3, "EstabResets": 9, "CurrEstab": 42, "InErrs": 0,
-                      "OutRsts": 77, "InCsumErrors": 0, **self.tcp}
+        tcp_keys = [
+            "RtoAlgorithm",
+            "RtoMin",
+            "RtoMax",
+            "MaxConn",
+            "ActiveOpens",
+            "PassiveOpens",
+            "AttemptFails",
+            "EstabResets",
+            "CurrEstab",
+            "InSegs",
+            "OutSegs",
+            "RetransSegs",
+            "InErrs",
+            "OutRsts",
+            "InCsumErrors",
+        ]
+        tcp_values = {
+            "RtoAlgorithm": 1,
+            "RtoMin": 200,
+            "RtoMax": 120000,
+            "MaxConn": -1,
+            "ActiveOpens": 1234,
+            "PassiveOpens": 567,
+            "AttemptFails": 3,
+            "EstabResets": 9,
+            "CurrEstab": 42,
+            "InErrs": 0,
+            "OutRsts": 77,
+            "InCsumErrors": 0,
+            **self.tcp,
+        }
         return (
             "Ip: Forwarding DefaultTTL InReceives InHdrErrors\n"
             "Ip: 1 64 123456789 0\n"
@@ -168,5 +226,7 @@ class SimulatedProc:
 
 
 def _psi(some: float, full: float) -> str:
-    return (f"some avg10={some:.2f} avg60={some:.2f} avg300={some:.2f} total={int(some * 1e6)}\n"
-            f"full avg10={full:.2f} avg60={full:.2f} avg300={full:.2f} total={int(full * 1e6)}\n")
+    return (
+        f"some avg10={some:.2f} avg60={some:.2f} avg300={some:.2f} total={int(some * 1e6)}\n"
+        f"full avg10={full:.2f} avg60={full:.2f} avg300={full:.2f} total={int(full * 1e6)}\n"
+    )

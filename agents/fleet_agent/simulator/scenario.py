@@ -45,26 +45,59 @@ FAULTS: dict[str, tuple[frozenset[str], bool, bool]] = {
     "silent": (frozenset(), False, False),
 }
 _FAULT_COMMON = frozenset({"at_s", "clear_at_s", "fault", "gpu", "note"})
-_NODE_KEYS = frozenset({
-    "name", "count", "provider", "provider_name", "delivery_form", "billing_mode", "region", "instance_type",
-    "gpu", "memory_gb", "cpu_count", "stack", "nvml", "workload", "checkpoint", "faults", "note",
-})
+_NODE_KEYS = frozenset(
+    {
+        "name",
+        "count",
+        "provider",
+        "provider_name",
+        "delivery_form",
+        "billing_mode",
+        "region",
+        "instance_type",
+        "gpu",
+        "memory_gb",
+        "cpu_count",
+        "stack",
+        "nvml",
+        "workload",
+        "checkpoint",
+        "faults",
+        "note",
+    }
+)
 
 _DEFAULT_INSTANCE_TYPES = {
-    "aws": "p5.48xlarge", "gcp": "a3-highgpu-8g", "azure": "Standard_ND96isr_H100_v5",
-    "alibaba": "ecs.gn8is.2xlarge", "tencent": "HCCPNV5", "idc": "bare-metal", "own": "bare-metal",
+    "aws": "p5.48xlarge",
+    "gcp": "a3-highgpu-8g",
+    "azure": "Standard_ND96isr_H100_v5",
+    "alibaba": "ecs.gn8is.2xlarge",
+    "tencent": "HCCPNV5",
+    "idc": "bare-metal",
+    "own": "bare-metal",
 }
 _DEFAULT_REGIONS = {
-    "aws": "us-east-1", "gcp": "us-central1", "azure": "eastus", "alibaba": "cn-hangzhou",
-    "tencent": "ap-shanghai", "idc": "dc-1", "own": "onprem-1",
+    "aws": "us-east-1",
+    "gcp": "us-central1",
+    "azure": "eastus",
+    "alibaba": "cn-hangzhou",
+    "tencent": "ap-shanghai",
+    "idc": "dc-1",
+    "own": "onprem-1",
 }
 DEFAULT_STACK: dict[str, Any] = {
     "driver_version": "550.54.15",
     "cuda_driver_version": "12.4",
     "cuda_toolkits": ["12.4"],
     "python": "3.11.7",
-    "frameworks": [{"name": "torch", "version": "2.4.0+cu124", "cuda": "12.4",
-                    "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]}],
+    "frameworks": [
+        {
+            "name": "torch",
+            "version": "2.4.0+cu124",
+            "cuda": "12.4",
+            "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+        }
+    ],
     "container_runtime": "docker 26.1.0",
     "nvidia_container_toolkit": "1.15.0",
     "os": "Ubuntu 22.04.4 LTS",
@@ -175,8 +208,10 @@ def load_scenario(source: str | Path | dict) -> Scenario:
         return parse_scenario(data, origin=str(path))
     name = str(source)
     if name not in bundled_scenarios():
-        raise ScenarioError(f"no scenario file {name!r} and no bundled scenario of that name "
-                            f"(bundled: {', '.join(bundled_scenarios())})")
+        raise ScenarioError(
+            f"no scenario file {name!r} and no bundled scenario of that name "
+            f"(bundled: {', '.join(bundled_scenarios())})"
+        )
     text = resources.files("fleet_agent.scenarios").joinpath(f"{name}.json").read_text(encoding="utf-8")
     return parse_scenario(json.loads(text), origin=f"bundled:{name}")
 
@@ -207,13 +242,17 @@ def _parse_node(data: Any, where: str) -> tuple[NodeSpec, int]:
     _expect(not unknown, where, f"unknown keys {sorted(unknown)}")
     provider = _one_of(data.get("provider"), PROVIDERS, f"{where}.provider")
     cloud = provider in CLOUD_PROVIDERS
-    default_form = "cloud_dedicated" if cloud else ("bare_metal_hosted" if provider == "idc" else "bare_metal_owned")
+    default_form = (
+        "cloud_dedicated" if cloud else ("bare_metal_hosted" if provider == "idc" else "bare_metal_owned")
+    )
     delivery_form = _one_of(data.get("delivery_form", default_form), DELIVERY_FORMS, f"{where}.delivery_form")
-    billing = _one_of(data.get("billing_mode", "on_demand" if cloud else "owned"), BILLING_MODES,
-                      f"{where}.billing_mode")
+    billing = _one_of(
+        data.get("billing_mode", "on_demand" if cloud else "owned"), BILLING_MODES, f"{where}.billing_mode"
+    )
     gpu = data.get("gpu") or {}
-    _expect(isinstance(gpu, dict), f"{where}.gpu",
-            "must be an object like {\"model\": \"H100-SXM-80GB\", \"count\": 8}")
+    _expect(
+        isinstance(gpu, dict), f"{where}.gpu", 'must be an object like {"model": "H100-SXM-80GB", "count": 8}'
+    )
     model = _one_of(gpu.get("model", "H100-SXM-80GB"), tuple(GPU_MODELS), f"{where}.gpu.model")
     gpu_count = int(_number(gpu.get("count", 8), f"{where}.gpu.count", 0, 64))
     stack = copy.deepcopy(DEFAULT_STACK)
@@ -267,13 +306,18 @@ def _parse_fault(data: Any, where: str, node: NodeSpec) -> Fault:
     elif gpu == "all":
         _expect(gpu_all, f"{where}.gpu", f"fault {kind!r} applies to one GPU, not 'all'")
     else:
-        _expect(isinstance(gpu, int) and not isinstance(gpu, bool) and 0 <= gpu < node.gpu_count,
-                f"{where}.gpu", f"GPU {gpu!r} does not exist (the node has {node.gpu_count})")
+        _expect(
+            isinstance(gpu, int) and not isinstance(gpu, bool) and 0 <= gpu < node.gpu_count,
+            f"{where}.gpu",
+            f"GPU {gpu!r} does not exist (the node has {node.gpu_count})",
+        )
     params = {key: data[key] for key in allowed if key in data}
     if kind == "xid":
         _number(params.get("code"), f"{where}.code", 1, 1000)
     if kind == "spot_notice":
-        _expect(node.is_cloud, f"{where}.fault", f"spot_notice needs a cloud node, not provider {node.provider!r}")
+        _expect(
+            node.is_cloud, f"{where}.fault", f"spot_notice needs a cloud node, not provider {node.provider!r}"
+        )
         kinds = SPOT_NOTICE_KINDS[node.provider]
         _one_of(params.setdefault("kind", kinds[0]), kinds, f"{where}.kind")
     return Fault(kind=kind, at_s=at_s, clear_at_s=clear, gpu=gpu, params=params)
@@ -288,7 +332,11 @@ def _expect(condition: bool, where: str, message: str) -> None:
 
 
 def _number(value: Any, where: str, low: float, high: float) -> float:
-    _expect(isinstance(value, int | float) and not isinstance(value, bool), where, f"expected a number, got {value!r}")
+    _expect(
+        isinstance(value, int | float) and not isinstance(value, bool),
+        where,
+        f"expected a number, got {value!r}",
+    )
     _expect(low <= value <= high, where, f"must be between {low:g} and {high:g}, got {value!r}")
     return float(value)
 

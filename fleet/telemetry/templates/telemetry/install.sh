@@ -1,4 +1,5 @@
 #!/bin/sh
+{% autoescape off %}
 # GPU fleet agent installer, served by {{ server }}.
 #   curl -fsSL {{ server }}/install.sh | sudo sh -s -- --token TOKEN
 # Installs /opt/fleet-agent (own virtualenv), writes /etc/fleet-agent/agent.toml and a systemd unit,
@@ -92,25 +93,14 @@ else
 fi
 
 echo "==> systemd unit $UNIT"
-cat > "$UNIT" <<UNIT
-[Unit]
-Description=GPU fleet agent
-After=network-online.target
-Wants=network-online.target
+cat > "$UNIT" <<'UNIT'
+{{ unit }}UNIT
 
-[Service]
-ExecStart=/opt/fleet-agent/venv/bin/fleet-agent run --config /etc/fleet-agent/agent.toml
-Restart=always
-RestartSec=5
-# Root is needed for /dev/kmsg (kernel log: Xid lines); everything else works unprivileged.
-User=root
-NoNewPrivileges=true
-ProtectSystem=full
-ReadWritePaths=/var/lib/fleet-agent
-
-[Install]
-WantedBy=multi-user.target
-UNIT
+if [ -z "$ROOT" ]; then
+  # The agent runs unprivileged (CAP_SYSLOG for /dev/kmsg only); see the unit's comments.
+  id fleet-agent >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin fleet-agent
+  chown -R fleet-agent:fleet-agent "$STATE_DIR"
+fi
 
 if [ "$SYSTEMD" = 1 ]; then
   systemctl daemon-reload
@@ -121,3 +111,4 @@ else
   echo "==> skipped systemctl (--no-systemd)"
 fi
 echo "done."
+{% endautoescape %}

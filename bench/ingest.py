@@ -1,0 +1,212 @@
+"""Ingest benchmark: N simulated agents against gunicorn + PostgreSQL on this machine.
+
+    .venv/bin/python bench/ingest.py --agents 64 --seconds 20
+
+Creates a scratch database (`fleet_bench` on the local PostgreSQL unless --database-url), migrates,
+enrols N nodes, starts gunicorn, and drives it from client threads that each play one agent at a time:
+8 GPUs per report, one report per request, like agents at their interval. It measures the trivial
+`/healthz` throughput with the same client first (the baseline), then sustained reports/s and the
+p50/p99 latency of report POSTs, and prints both with their ratio.
+"""
+
+import argparse
+import gzip
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _django(database_url: str):
+    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.local"
+    os.environ["DATABASE_URL"] = database_url
+    import django
+
+    django.setup()
+
+
+def _ensure_database(database_url: str) -> None:
+    import psycopg
+
+    name = database_url.rsplit("/", 1)[1]
+    admin = database_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _enrol(count: int) -> list[tuple[int, str]]:
+    from django.core.management import call_command
+
+    from fleet.accounts.models import User
+    from fleet.inventory.models import Provider
+    from fleet.telemetry.services.enrollment import enrollment_token_create, node_enroll
+
+    call_command("migrate", verbosity=0)
+    user = User.objects.create(username="bench", role="admin")
+    provider = Provider.objects.create(name="Bench cloud", slug="bench", kind="cloud", cloud="aws")
+    _, token = enrollment_token_create(actor=user, name="bench", provider=provider,
+                                       delivery_form="cloud_dedicated", billing_mode="on_demand")
+    agents = []
+    for i in range(count):
+        enrollment = node_enroll(token_key=token, facts={"machine_id": f"bench-{i:012d}", "hostname": f"bench-{i}",
+                                                         "gpu_count": 8})
+        agents.append((enrollment.node.pk, enrollment.credential))
+    return agents
+
+
+class SimAgent:
+    """One simulated agent: reports produced by the agent's own code over a simulated NVML (8 GPUs).
+
+    Producing a report costs the simulator about 5 ms, so a few are made up front and replayed with a fresh
+    sequence number and timestamp; the client then spends its CPU on HTTP, not on simulation.
+    """
+
+    def __init__(self, node_id: int, credential: str, work_dir: Path, templates: int = 4):
+        from fleet_agent.simulator import SimulatedAgent, load_scenario
+
+        self.node_id = node_id
+        self.credential = credential
+        agent = SimulatedAgent.from_scenario(load_scenario("healthy"), node_id, work_dir=work_dir)
+        self.templates = [agent.step(i * 15.0) for i in range(templates)]
+        agent.close()
+        for report in self.templates:
+            report["node"]["node_id"] = node_id
+        self.instance_id = self.templates[0]["agent"]["instance_id"]
+        self.sequence = 0
+
+    def next_report(self) -> dict:
+        report = dict(self.templates[self.sequence % len(self.templates)])
+        if self.sequence >= len(self.templates):
+            report["inventory"] = None
+        self.sequence += 1
+        report["sequence"] = self.sequence
+        report["collected_at"] = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return report
+
+
+def _worker(host, port, agents, deadline, latencies, errors, lock, compress):
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    local = []
+    i = 0
+    while time.perf_counter() < deadline:
+        agent = agents[i % len(agents)]
+        i += 1
+        body = json.dumps({"reports": [agent.next_report()]}).encode()
+        headers = {"Content-Type": "application/json", "Authorization": f"Node {agent.credential}"}
+        if compress:
+            body = gzip.compress(body, 1)
+            headers["Content-Encoding"] = "gzip"
+        started = time.perf_counter()
+        try:
+            conn.request("POST", "/api/v1/agent/reports", body, headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                with lock:
+                    errors.append(response.status)
+                continue
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = http.client.HTTPConnection(host, port, timeout=30)
+            with lock:
+                errors.append("conn")
+            continue
+        local.append(time.perf_counter() - started)
+    with lock:
+        latencies.extend(local)
+
+
+def _healthz(host, port, seconds, threads):
+    count = [0]
+    lock = threading.Lock()
+    deadline = time.perf_counter() + seconds
+
+    def run():
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        n = 0
+        while time.perf_counter() < deadline:
+            conn.request("GET", "/healthz")
+            conn.getresponse().read()
+            n += 1
+        with lock:
+            count[0] += n
+
+    pool = [threading.Thread(target=run) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return count[0] / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=16, help="client connections")
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--gzip", action="store_true")
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/fleet_bench")
+    args = parser.parse_args()
+
+    _ensure_database(args.database_url)
+    _django(args.database_url)
+    import tempfile
+
+    sim_dir = Path(tempfile.mkdtemp(prefix="bench-agents-"))
+    agents = [SimAgent(n, c, sim_dir) for n, c in _enrol(args.agents)]
+    var_dir = ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "DATABASE_URL": args.database_url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
+           "FLEET_VAR_DIR": str(var_dir), "AGENT_RATE_LIMIT": "100000/min", "LOG_LEVEL": "WARNING"}
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{args.port}",
+                               "--workers", str(args.workers), "--log-level", "warning"], cwd=ROOT, env=env)
+    try:
+        for _ in range(100):
+            try:
+                http.client.HTTPConnection("127.0.0.1", args.port, timeout=1).request("GET", "/healthz")
+                break
+            except OSError:
+                time.sleep(0.2)
+        baseline = _healthz("127.0.0.1", args.port, min(5.0, args.seconds), args.threads)
+        latencies: list[float] = []
+        errors: list = []
+        lock = threading.Lock()
+        deadline = time.perf_counter() + args.seconds
+        slices = [agents[i::args.threads] for i in range(args.threads)]
+        threads = [threading.Thread(target=_worker, args=("127.0.0.1", args.port, s, deadline, latencies, errors,
+                                                          lock, args.gzip)) for s in slices if s]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    rate = len(latencies) / elapsed
+    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
+    print(json.dumps({
+        "when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(), "agents": args.agents,
+        "gpus_per_report": 8, "client_threads": args.threads, "gunicorn_workers": args.workers, "gzip": args.gzip,
+        "reports": len(latencies), "errors": len(errors), "seconds": round(elapsed, 1),
+        "reports_per_s": round(rate, 1), "p50_ms": round(quantiles[49] * 1000, 1),
+        "p99_ms": round(quantiles[98] * 1000, 1), "healthz_per_s": round(baseline, 1),
+        "ratio_to_healthz": round(rate / baseline, 3) if baseline else None,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
