@@ -65,8 +65,11 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
     instance_id = instances.pop()
 
     with transaction.atomic():
-        epoch, _ = AgentEpoch.objects.get_or_create(node_id=node_id, instance_id=instance_id)
-        epoch = AgentEpoch.objects.select_for_update().get(pk=epoch.pk)
+        epoch = AgentEpoch.objects.select_for_update().filter(node_id=node_id, instance_id=instance_id).first()
+        if epoch is None:  # a new agent instance: its first batch (rare), so the extra round trips don't matter
+            AgentEpoch.objects.bulk_create([AgentEpoch(node_id=node_id, instance_id=instance_id)],
+                                           ignore_conflicts=True)
+            epoch = AgentEpoch.objects.select_for_update().get(node_id=node_id, instance_id=instance_id)
         fresh = [r for r in reports if r["sequence"] > epoch.last_sequence]
         result = IngestResult(acked_sequence=epoch.last_sequence, agent_instance_id=instance_id,
                               duplicates=len(reports) - len(fresh))
