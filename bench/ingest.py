@@ -23,6 +23,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -102,7 +104,7 @@ def _worker(host, port, agents, deadline, latencies, errors, lock, compress):
     while time.perf_counter() < deadline:
         agent = agents[i % len(agents)]
         i += 1
-        body = json.dumps({"reports": [agent.next_report()]}).encode()
+        body = orjson.dumps({"reports": [agent.next_report()]})
         headers = {"Content-Type": "application/json", "Authorization": f"Node {agent.credential}"}
         if compress:
             body = gzip.compress(body, 1)
@@ -158,6 +160,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--gzip", action="store_true")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14", help="cache for rate limits")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/fleet_bench")
     args = parser.parse_args()
 
@@ -169,7 +172,8 @@ def main() -> None:
     agents = [SimAgent(n, c, sim_dir) for n, c in _enrol(args.agents)]
     var_dir = ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "DATABASE_URL": args.database_url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
-           "FLEET_VAR_DIR": str(var_dir), "AGENT_RATE_LIMIT": "100000/min", "LOG_LEVEL": "WARNING"}
+           "FLEET_VAR_DIR": str(var_dir), "AGENT_RATE_LIMIT": "100000/min", "LOG_LEVEL": "WARNING",
+           "DEBUG": "false", "REDIS_URL": args.redis_url}
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{args.port}",
                                "--workers", str(args.workers), "--log-level", "warning"], cwd=ROOT, env=env)
     try:
@@ -188,11 +192,13 @@ def main() -> None:
         threads = [threading.Thread(target=_worker, args=("127.0.0.1", args.port, s, deadline, latencies, errors,
                                                           lock, args.gzip)) for s in slices if s]
         started = time.perf_counter()
+        client_cpu = time.process_time()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - started
+        client_cpu = time.process_time() - client_cpu
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -205,6 +211,7 @@ def main() -> None:
         "reports_per_s": round(rate, 1), "p50_ms": round(quantiles[49] * 1000, 1),
         "p99_ms": round(quantiles[98] * 1000, 1), "healthz_per_s": round(baseline, 1),
         "ratio_to_healthz": round(rate / baseline, 3) if baseline else None,
+        "client_cpu_ms_per_report": round(1000 * client_cpu / max(len(latencies), 1), 2),
     }, indent=2))
 
 
