@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 AGENT := $(if $(wildcard agents/pyproject.toml),-e agents/,)
 
-.PHONY: setup run test lint frontend clean
+.PHONY: setup run test lint frontend frontend-test clean
 
 $(STAMP): pyproject.toml $(wildcard agents/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,11 @@ run: setup frontend
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup lint
+frontend-test:
+	@if [ -f frontend/package.json ]; then \
+	  cd frontend && (test -d node_modules || npm ci --no-audit --no-fund) && npm run typecheck && npm test; fi
+
+test: setup lint frontend-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "fleet.telemetry",
     "fleet.health",
     "fleet.billing",
+    "fleet.console",
 ]
 
 MIDDLEWARE = [

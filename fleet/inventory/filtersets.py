@@ -19,6 +19,8 @@ class NodeFilterSet(django_filters.FilterSet):
     billing_mode = django_filters.MultipleChoiceFilter(choices=BillingMode.choices)
     state = django_filters.MultipleChoiceFilter(choices=NodeState.choices)
     hostname = django_filters.CharFilter(lookup_expr="icontains")
+    silent = django_filters.BooleanFilter(field_name="status__silent",
+                                          help_text="Nodes that stopped reporting (true) or are reporting (false)")
     label = django_filters.CharFilter(method="filter_label",
                                       help_text="`key` (has the label) or `key=value`; repeat to AND several.")
 

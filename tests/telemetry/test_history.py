@@ -115,3 +115,12 @@ def test_status_and_changes_and_summary_endpoints(enroll, viewer_api):
     summary = viewer_api.get("/api/v1/fleet/summary/").json()
     assert summary["nodes"] == 1 and summary["gpus"] == 2 and summary["reporting"] == 1
     assert summary["by_billing_mode"] == {"spot": 1}
+
+
+def test_nodes_filter_by_silence(enroll, viewer_api):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    NodeStatus.objects.update(silent=True)
+    assert viewer_api.get("/api/v1/nodes/", {"silent": "true"}).json()["count"] == 1
+    assert viewer_api.get("/api/v1/nodes/", {"silent": "false"}).json()["count"] == 0

@@ -54,18 +54,18 @@ class NodeViewSet(AuditedModelViewSet):
     ordering = ["hostname"]
 
     @extend_schema(responses=BoundaryCellSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def boundary(self, request, pk=None):
         cells = node_boundary(node=self.get_object())
         return Response(BoundaryCellSerializer([c.as_dict() for c in cells], many=True).data)
 
     @extend_schema(responses=NodeDriftSerializer)
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def drift(self, request, pk=None):
         return Response(NodeDriftSerializer(node_drift(node=self.get_object())).data)
 
     @extend_schema(responses=SoftwareStackSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def stacks(self, request, pk=None):
         stacks = SoftwareStack.objects.filter(node=self.get_object())[:50]
         return Response(SoftwareStackSerializer(stacks, many=True).data)
@@ -86,7 +86,7 @@ class BaselineViewSet(AuditedModelViewSet):
     filterset_fields = ["pool", "node"]
 
     @extend_schema(responses=BaselineDriftNodeSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def drift(self, request, pk=None):
         return Response(BaselineDriftNodeSerializer(baseline_drift(baseline=self.get_object()), many=True).data)
 

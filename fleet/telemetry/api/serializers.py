@@ -1,3 +1,4 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from fleet.inventory.models import Pool, Provider, Site
@@ -82,6 +83,7 @@ class NodeStatusSerializer(serializers.ModelSerializer):
         model = NodeStatus
         exclude = ["node"]
 
+    @extend_schema_field(GPUStatusSerializer(many=True))
     def get_gpus(self, obj) -> list[dict]:
         rows = self.context.get("gpu_statuses", [])
         return GPUStatusSerializer(rows, many=True).data

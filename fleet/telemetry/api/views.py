@@ -178,7 +178,7 @@ class NodeTelemetryViewSet(viewsets.GenericViewSet):
     queryset = Node.objects.all()
 
     @extend_schema(responses=NodeStatusSerializer)
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def status(self, request, pk=None):
         node = self.get_object()
         status_row, gpus = node_latest_status(node=node)
@@ -190,12 +190,12 @@ class NodeTelemetryViewSet(viewsets.GenericViewSet):
         OpenApiParameter("metric", str, many=True, required=True),
         OpenApiParameter("start", str), OpenApiParameter("end", str), OpenApiParameter("step", int)],
         responses=SeriesSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def series(self, request, pk=None):
         return _series_response(request, lambda **kw: node_series(node=self.get_object(), **kw))
 
     @extend_schema(responses=ChangeLogEntrySerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def changes(self, request, pk=None):
         rows = ChangeLogEntry.objects.filter(node=self.get_object())[:200]
         return Response(ChangeLogEntrySerializer(rows, many=True).data)
@@ -208,7 +208,7 @@ class GPUTelemetryViewSet(viewsets.GenericViewSet):
         OpenApiParameter("metric", str, many=True, required=True),
         OpenApiParameter("start", str), OpenApiParameter("end", str), OpenApiParameter("step", int)],
         responses=SeriesSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def series(self, request, pk=None):
         return _series_response(request, lambda **kw: gpu_series(gpu=self.get_object(), **kw))
 

@@ -1,0 +1,170 @@
+"""What a rule is: a definition (step, layer, severity, durations, parameters) plus a check over one node's facts.
+
+A check returns the subjects for which its condition is true right now (a list of `Observation`, possibly
+empty), or `None` when it cannot tell (the data it needs is missing). "Cannot tell" never opens or resolves
+anything; the evaluation service keeps the previous state. Checks are pure functions over facts loaded in
+bulk (`fleet.health.services.facts`), so they never touch the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+
+from ..choices import Scope
+
+PARAM_KINDS = ("number", "integer", "boolean", "string_list")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def clean(self, value: Any) -> Any:
+        """The value in its canonical type, or ValueError with a message an operator understands."""
+        if self.kind == "boolean":
+            if not isinstance(value, bool):
+                raise ValueError("Must be true or false.")
+            return value
+        if self.kind == "string_list":
+            if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+                raise ValueError("Must be a list of non-empty strings.")
+            return list(value)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"Must be a {'whole ' if self.kind == 'integer' else ''}number.")
+        if self.kind == "integer":
+            if value != int(value):
+                raise ValueError("Must be a whole number.")
+            value = int(value)
+        else:
+            value = float(value)
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"Must be ≥ {self.minimum:g}.")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"Must be ≤ {self.maximum:g}.")
+        return value
+
+    def describe(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "default": self.default, "help": self.help,
+                "minimum": self.minimum, "maximum": self.maximum}
+
+
+@dataclass
+class Observation:
+    """One subject for which a rule's condition is true now, with the evidence behind it."""
+
+    summary: str
+    subject: str = "node"
+    gpu_id: int | None = None
+    values: dict = field(default_factory=dict)
+    since: datetime | None = None
+    severity: str | None = None
+    layer: str | None = None
+    remedy: str | None = None
+    log_lines: list[dict] = field(default_factory=list)
+    xid_policy_version: int | None = None
+
+
+Check = Callable[..., "list[Observation] | None"]
+
+
+@dataclass(frozen=True)
+class RuleDefinition:
+    slug: str
+    title: str
+    step: str
+    layer: str
+    severity: str
+    scope: str
+    duration_s: int
+    clear_hold_s: int
+    check: Check
+    description: str = ""
+    remedy: str = ""
+    params: tuple[Param, ...] = ()
+    # GPU rules: a SQL prefilter on GPUStatus, so only candidate rows are loaded (must be a superset of the check).
+    gpu_candidates: Callable[[dict], Q] | None = None
+    # Bit-mask annotations the prefilter refers to: name → (GPUStatus field, mask).
+    gpu_annotations: dict[str, tuple[str, int]] = field(default_factory=dict)
+    needs_report: bool = True
+    needs_nvml: bool = False
+    # Only candidate GPU rows can make it true: skip nodes without any (set by `gpu_rule`).
+    candidates_only: bool = False
+    # The provider acted on purpose (a spot reclaim): route to the layer's owner but never ask for a ticket.
+    provider_initiated: bool = False
+
+    def default_params(self) -> dict:
+        return {p.name: p.default for p in self.params}
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def clean_params(self, values: Any, *, partial: bool = True) -> tuple[dict, dict[str, list[str]]]:
+        """Validate parameter values; returns (cleaned, errors keyed `params.<name>`)."""
+        if not isinstance(values, dict):
+            return {}, {"params": ["Must be an object of parameter names to values."]}
+        cleaned, errors = {}, {}
+        for name, value in values.items():
+            spec = self.param(name)
+            if spec is None:
+                known = ", ".join(p.name for p in self.params) or "none"
+                errors[f"params.{name}"] = [f"Unknown parameter for rule {self.slug}; known: {known}."]
+                continue
+            try:
+                cleaned[name] = spec.clean(value)
+            except ValueError as exc:
+                errors[f"params.{name}"] = [str(exc)]
+        if not partial:
+            for spec in self.params:
+                cleaned.setdefault(spec.name, spec.default)
+        return cleaned, errors
+
+
+def gpu_subject(gpu_id: int) -> str:
+    return f"gpu:{gpu_id}"
+
+
+def gpu_label(row: dict) -> str:
+    index = row.get("gpu_index")
+    return f"GPU {index}" if index is not None else f"GPU {row.get('gpu_pci_bus_id') or row.get('gpu_id')}"
+
+
+def per_gpu(check_gpu: Callable[[dict, Any, dict], Observation | None]) -> Check:
+    """Turn a check of one GPU status row into a node check over the node's candidate GPU rows."""
+
+    def check(node, params, ctx) -> list[Observation]:
+        found = []
+        for row in node.candidate_gpus:
+            observation = check_gpu(row, node, params)
+            if observation is not None:
+                observation.subject = gpu_subject(row["gpu_id"])
+                observation.gpu_id = row["gpu_id"]
+                observation.values.setdefault("gpu_index", row.get("gpu_index"))
+                observation.values.setdefault("gpu_uuid", row.get("gpu_uuid"))
+                observation.values.setdefault("pci_bus_id", row.get("gpu_pci_bus_id"))
+                found.append(observation)
+        return found
+
+    check.__name__ = getattr(check_gpu, "__name__", "check")
+    return check
+
+
+def node_rule(**kwargs) -> RuleDefinition:
+    return RuleDefinition(scope=Scope.NODE, **kwargs)
+
+
+def gpu_rule(*, check_gpu, **kwargs) -> RuleDefinition:
+    return RuleDefinition(scope=Scope.GPU, check=per_gpu(check_gpu), candidates_only=True, **kwargs)
+
+
+def pct(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1f} %"

@@ -1,0 +1,366 @@
+"""Step 4 — platform / hardware: cloud-side (steal, preemption, silent spot) and hardware-side (ECC, remap, PCIe,
+throttling, SXid). Xid rules live in `xid.py`."""
+
+from django.db.models import F, Q
+from django.utils.dateparse import parse_datetime
+
+from fleet.inventory.choices import Layer
+from fleet.telemetry.choices import EventKind
+
+from ..choices import Severity, TriageStep
+from .base import Observation, Param, gpu_label, gpu_rule, node_rule
+
+# NVML clock event reason bits (REFERENCE.md).
+HW_SLOWDOWN = 0x8
+SW_THERMAL = 0x20
+HW_THERMAL = 0x40
+HW_POWER_BRAKE = 0x80
+THERMAL_MASK = SW_THERMAL | HW_THERMAL
+POWER_MASK = HW_POWER_BRAKE | HW_SLOWDOWN
+_REASON_NAMES = {HW_SLOWDOWN: "HwSlowdown", SW_THERMAL: "SwThermalSlowdown", HW_THERMAL: "HwThermalSlowdown",
+                 HW_POWER_BRAKE: "HwPowerBrakeSlowdown"}
+
+# Notice kinds that end the instance (rebalance and maintenance are advisories).
+RECLAIM_NOTICE_KINDS = {"terminate", "stop", "hibernate", "preempt"}
+ADVISORY_NOTICE_KINDS = {"rebalance", "maintenance"}
+
+
+def _cpu_steal(node, params, ctx):
+    if not node.is_cloud:
+        return []
+    status = node.status
+    if status is None or status.get("cpu_steal_pct") is None:
+        return None
+    steal = status["cpu_steal_pct"]
+    if steal <= params["threshold_pct"]:
+        return []
+    return [Observation(
+        summary=f"CPU steal {steal:.1f} % (threshold {params['threshold_pct']:g} %) — the hypervisor gives this "
+                f"VM's CPU time to other tenants (noisy neighbour)",
+        values={"cpu_steal_pct": steal, "threshold_pct": params["threshold_pct"]})]
+
+
+def _ecc_candidates(params) -> Q:
+    return Q(ecc_volatile_uncorrected__gt=params["max_errors"])
+
+
+def _ecc_uncorrectable(row, node, params):
+    errors = row.get("ecc_volatile_uncorrected")
+    if errors is None or errors <= params["max_errors"]:
+        return None
+    return Observation(
+        summary=f"{gpu_label(row)}: {errors} uncorrectable ECC error(s) since the last reset",
+        values={"ecc_volatile_uncorrected": errors, "ecc_aggregate_uncorrected": row.get("ecc_aggregate_uncorrected"),
+                "retired_pages_count": row.get("retired_pages_count"),
+                "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable")})
+
+
+def _pending_candidates(params) -> Q:
+    return Q(retired_pages_pending=True) | Q(remapped_rows_pending=True)
+
+
+def _pending_retirement(row, node, params):
+    pages, rows = row.get("retired_pages_pending"), row.get("remapped_rows_pending")
+    if not pages and not rows:
+        return None
+    what = " and ".join(filter(None, ["page retirement" if pages else "", "row remapping" if rows else ""]))
+    return Observation(
+        summary=f"{gpu_label(row)}: {what} pending — takes effect after a GPU reset",
+        values={"retired_pages_pending": pages, "retired_pages_count": row.get("retired_pages_count"),
+                "remapped_rows_pending": rows, "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable")})
+
+
+def _remap_failure(row, node, params):
+    if not row.get("remapped_rows_failure"):
+        return None
+    return Observation(
+        summary=f"{gpu_label(row)}: row remapping failed — the GPU memory cannot repair itself any more",
+        values={"remapped_rows_failure": True, "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable"),
+                "remapped_rows_correctable": row.get("remapped_rows_correctable")})
+
+
+def _pcie_candidates(params) -> Q:
+    return Q(pcie_width_current__lt=F("pcie_width_max")) | Q(
+        pcie_gen_current__lt=F("pcie_gen_max"), utilization_gpu_pct__gte=params["min_utilization_pct"])
+
+
+def _pcie_degraded(row, node, params):
+    gen, gen_max = row.get("pcie_gen_current"), row.get("pcie_gen_max")
+    width, width_max = row.get("pcie_width_current"), row.get("pcie_width_max")
+    util = row.get("utilization_gpu_pct")
+    problems = []
+    if width is not None and width_max is not None and width < width_max:
+        problems.append(f"width x{width} of x{width_max}")
+    # GPUs drop the link generation when idle to save power; only a busy GPU's generation counts.
+    if gen is not None and gen_max is not None and gen < gen_max and util is not None \
+            and util >= params["min_utilization_pct"]:
+        problems.append(f"Gen{gen} of Gen{gen_max} at {util:.0f} % utilisation")
+    if not problems:
+        return None
+    return Observation(
+        summary=f"{gpu_label(row)}: PCIe link degraded ({'; '.join(problems)})",
+        values={"pcie_gen_current": gen, "pcie_gen_max": gen_max, "pcie_width_current": width,
+                "pcie_width_max": width_max, "utilization_gpu_pct": util})
+
+
+def _reasons(mask: int | None, names: list | None, wanted: int) -> list[str]:
+    if mask is not None:
+        return [name for bit, name in _REASON_NAMES.items() if mask & bit & wanted]
+    wanted_names = {name for bit, name in _REASON_NAMES.items() if bit & wanted}
+    return [name for name in names or [] if name in wanted_names]
+
+
+def _throttle_check(wanted: int, what: str):
+    def check(row, node, params):
+        reasons = _reasons(row.get("clock_event_reasons_mask"), row.get("clock_event_reasons"), wanted)
+        if not reasons:
+            return None
+        return Observation(
+            summary=f"{gpu_label(row)}: {what} throttling ({', '.join(reasons)}) at {row.get('temperature_c')} °C, "
+                    f"{row.get('power_draw_w')} W of {row.get('power_limit_w')} W, SM clock "
+                    f"{row.get('sm_clock_mhz')} MHz",
+            values={"reasons": reasons, "clock_event_reasons_mask": row.get("clock_event_reasons_mask"),
+                    "temperature_c": row.get("temperature_c"), "power_draw_w": row.get("power_draw_w"),
+                    "power_limit_w": row.get("power_limit_w"), "sm_clock_mhz": row.get("sm_clock_mhz")})
+
+    check.__name__ = f"_{what}_throttling"
+    return check
+
+
+def _mask_candidates(annotation: str):
+    def candidates(params) -> Q:
+        return Q(**{f"{annotation}__gt": 0})
+
+    return candidates
+
+
+def _sxid_fatal(node, params, ctx):
+    if not node.events:
+        return []
+    start = ctx.now.timestamp() - params["window_s"]
+    by_code: dict[int | None, Observation] = {}
+    for event in node.events_of(EventKind.SXID):
+        if event.at.timestamp() < start or not _is_fatal_sxid(event):
+            continue
+        observation = by_code.get(event.code)
+        if observation is None:
+            observation = by_code[event.code] = Observation(
+                summary=f"Fatal NVSwitch SXid {event.code}: {event.message or event.raw}"[:500],
+                subject=f"sxid:{event.code}", since=event.at,
+                values={"code": event.code, "count": 0, "last_at": None, "pci_bus_id": event.pci_bus_id or None})
+        observation.values["count"] += 1
+        observation.since = min(observation.since, event.at)
+        if observation.values["last_at"] is None or event.at.isoformat() > observation.values["last_at"]:
+            observation.values["last_at"] = event.at.isoformat()
+        if len(observation.log_lines) < 10:
+            observation.log_lines.append(event.log_line())
+    return list(by_code.values())
+
+
+def _is_fatal_sxid(event) -> bool:
+    text = f"{event.message} {event.raw}".lower()
+    if "non-fatal" in text or "nonfatal" in text:
+        return False
+    return event.severity == "critical" or "fatal" in text or bool((event.detail or {}).get("fatal"))
+
+
+def _notice_current(reported_at, deadline, now, window_s: int) -> bool:
+    """A notice counts for `window_s` after the report or event that carried it, and at least until its deadline:
+    once both have passed the instance is gone (or the cloud withdrew the notice) and the silent-spot rule
+    takes over."""
+    if reported_at is not None and (now - reported_at).total_seconds() <= window_s:
+        return True
+    return deadline is not None and now <= deadline
+
+
+def _preemption_notice(node, params, ctx):
+    status = node.status
+    if status is None:
+        return None
+    now, window = ctx.now, params["window_s"]
+    notices = []
+    if status.get("notice_kind") in RECLAIM_NOTICE_KINDS:
+        reported_at, deadline = status.get("notice_reported_at"), status.get("notice_deadline")
+        if _notice_current(reported_at, deadline, now, window):
+            notices.append({"kind": status["notice_kind"], "deadline": deadline, "at": reported_at,
+                            "source": "cloud metadata (latest report)"})
+    # An event newer than the latest report counts on its own (the report has not caught up); older events
+    # are superseded by the report, which no longer carries the notice if the cloud withdrew it.
+    latest = status.get("notice_reported_at") or status.get("received_at")
+    events = [e for e in node.events_of(EventKind.PREEMPTION_NOTICE) if latest is None or e.at > latest] \
+        if node.events else []
+    for event in events:
+        notice = (event.detail or {}).get("notice") or {}
+        if notice.get("kind") and notice["kind"] not in RECLAIM_NOTICE_KINDS:
+            continue
+        deadline = _parse_time(notice.get("deadline") or (event.detail or {}).get("deadline"))
+        if _notice_current(event.at, deadline, now, window):
+            notices.append({"kind": notice.get("kind") or "preempt", "deadline": deadline, "at": event.at,
+                            "source": notice.get("source") or "event"})
+    if not notices:
+        return []
+    with_deadline = [n for n in notices if n["deadline"] is not None]
+    notice = min(with_deadline, key=lambda n: n["deadline"]) if with_deadline else notices[0]
+    deadline = notice["deadline"]
+    time_left = (deadline - now).total_seconds() if deadline else None
+    if time_left is None:
+        when = "no deadline given"
+    elif time_left >= 0:
+        when = f"{time_left:.0f} s left (reclaim at {deadline:%H:%M:%S} UTC)"
+    else:
+        when = f"deadline passed {-time_left:.0f} s ago"
+    since = min((n["at"] for n in notices if n["at"] is not None), default=None)
+    log_events = [e for e in node.events_of(EventKind.PREEMPTION_NOTICE)] if node.events else []
+    return [Observation(
+        summary=f"The cloud announced {notice['kind']} of this instance: {when}", since=since,
+        log_lines=[e.log_line() for e in log_events[-5:]],
+        remedy="checkpoint now, drain the node and let the pool replace it",
+        values={"kind": notice["kind"], "deadline": deadline.isoformat() if deadline else None,
+                "time_left_s": round(time_left) if time_left is not None else None, "source": notice["source"]})]
+
+
+def _parse_time(value):
+    if value is None or hasattr(value, "tzinfo"):
+        return value
+    try:
+        return parse_datetime(str(value))
+    except ValueError:
+        return None
+
+
+def _silent_spot(node, params, ctx):
+    if not node.is_spot or node.status is None:
+        return None if node.status is None else []
+    status = node.status
+    if not status.get("silent"):
+        return []
+    since = status.get("silent_since") or status.get("received_at")
+    confirmations = []
+    if status.get("notice_kind") and status["notice_kind"] not in ADVISORY_NOTICE_KINDS:
+        confirmations.append(f"notice {status['notice_kind']} in the last report")
+    start = (since or ctx.now).timestamp() - params["notice_lookback_s"]
+    notice_events = [e for e in node.events_of(EventKind.PREEMPTION_NOTICE) if e.at.timestamp() >= start]
+    if notice_events:
+        confirmations.append(f"preemption notice at {notice_events[0].at:%H:%M:%S} UTC")
+    confirmed = bool(confirmations)
+    verdict = f"preempted ({'; '.join(confirmations)})" if confirmed else "likely preempted (not yet confirmed)"
+    return [Observation(
+        summary=f"Spot node silent since {since:%Y-%m-%d %H:%M:%S} UTC — {verdict}", since=since,
+        log_lines=[e.log_line() for e in notice_events[:5]],
+        remedy="let the pool replace it and resume the job from its last checkpoint" if confirmed else
+        "ask the cloud whether the instance was reclaimed; if it is still running, check its agent and network",
+        values={"silent_since": since.isoformat() if since else None, "confirmed": confirmed,
+                "last_report_at": status["received_at"].isoformat(), "confirmations": confirmations,
+                "notice_kind": status.get("notice_kind") or None})]
+
+
+def _checkpoint_stale(node, params, ctx):
+    """Judged against the pool's checkpoint policy (billing: spot nodes, or all nodes if the policy says so);
+    spot nodes of a pool without a policy fall back to the rule's `max_age_s`."""
+    if node.status is None:
+        return None
+    if node.checkpoint_max_age_s is not None:
+        limit, source = node.checkpoint_max_age_s, "pool policy"
+    elif node.is_spot:
+        limit, source = params["max_age_s"], "spot default"
+    else:
+        return []
+    checkpoint = node.status.get("checkpoint") or {}
+    age = node.status.get("checkpoint_age_s")
+    if age is None and not checkpoint.get("dirs"):
+        return None  # no checkpoint directory configured on this node: nothing to judge
+    if age is not None and age <= limit:
+        return []
+    where = ", ".join(checkpoint.get("dirs") or []) or "the configured directories"
+    summary = (f"Newest checkpoint is {age / 60:.0f} min old ({source} {limit / 60:.0f} min)"
+               if age is not None else f"No checkpoint found in {where}")
+    risk = " — a preemption now loses that much work" if node.is_spot else " — a failure now loses that much work"
+    return [Observation(
+        summary=summary + risk,
+        values={"checkpoint_age_s": age, "max_age_s": limit, "limit_source": source,
+                "newest_path": checkpoint.get("newest_path"), "dirs": checkpoint.get("dirs")})]
+
+
+RULES = [
+    node_rule(
+        slug="cpu_steal", title="CPU steal high (noisy neighbour)", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.VIRTUALIZATION, severity=Severity.WARNING, duration_s=300, clear_hold_s=300, check=_cpu_steal,
+        params=(Param("threshold_pct", "number", 10.0, "CPU steal share", minimum=0, maximum=100),),
+        description="On cloud nodes, the hypervisor takes CPU time for other tenants.",
+        remedy="stop and start the instance to land on another host"),
+    gpu_rule(
+        slug="ecc_uncorrectable", title="Uncorrectable ECC errors", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.HARDWARE, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=300,
+        check_gpu=_ecc_uncorrectable, gpu_candidates=_ecc_candidates, needs_nvml=True,
+        params=(Param("max_errors", "integer", 0, "Volatile uncorrectable errors tolerated", minimum=0),),
+        description="Volatile uncorrectable ECC errors: data on this GPU may be corrupt.",
+        remedy="reset the GPU (or reboot); if errors return, the GPU memory is failing"),
+    gpu_rule(
+        slug="pending_page_retirement", title="Page retirement or row remap pending",
+        step=TriageStep.PLATFORM_HARDWARE, layer=Layer.HARDWARE, severity=Severity.WARNING, duration_s=0,
+        clear_hold_s=60, check_gpu=_pending_retirement, gpu_candidates=_pending_candidates, needs_nvml=True,
+        description="Retired pages or remapped rows wait for a GPU reset to take effect.",
+        remedy="reset the GPU (or reboot) at a convenient time to activate the repair"),
+    gpu_rule(
+        slug="row_remap_failure", title="Row remap failure", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.HARDWARE, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=300,
+        check_gpu=_remap_failure, gpu_candidates=lambda params: Q(remapped_rows_failure=True), needs_nvml=True,
+        description="The GPU ran out of spare rows; it cannot repair memory errors any more.",
+        remedy="take the GPU out of service; it needs replacing"),
+    gpu_rule(
+        slug="pcie_link_degraded", title="PCIe link below its maximum", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.HARDWARE, severity=Severity.WARNING, duration_s=300, clear_hold_s=300,
+        check_gpu=_pcie_degraded, gpu_candidates=_pcie_candidates, needs_nvml=True,
+        params=(Param("min_utilization_pct", "number", 10.0,
+                      "Judge the link generation only above this utilisation (idle GPUs downshift)",
+                      minimum=0, maximum=100),),
+        description="The GPU's PCIe link trained below its maximum generation or width.",
+        remedy="reseat the GPU or riser and check the slot; a reboot retrains the link"),
+    gpu_rule(
+        slug="thermal_throttling", title="Sustained thermal throttling", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.HARDWARE, severity=Severity.WARNING, duration_s=600, clear_hold_s=300,
+        check_gpu=_throttle_check(THERMAL_MASK, "thermal"), gpu_candidates=_mask_candidates("thermal_bits"),
+        gpu_annotations={"thermal_bits": ("clock_event_reasons_mask", THERMAL_MASK)}, needs_nvml=True,
+        description="Clocks are held down because the GPU is too hot.",
+        remedy="check the cooling: fans, airflow, inlet temperature and the heatsink"),
+    gpu_rule(
+        slug="power_throttling", title="Sustained power-brake throttling", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.HARDWARE, severity=Severity.WARNING, duration_s=600, clear_hold_s=300,
+        check_gpu=_throttle_check(POWER_MASK, "power"), gpu_candidates=_mask_candidates("power_bits"),
+        gpu_annotations={"power_bits": ("clock_event_reasons_mask", POWER_MASK)}, needs_nvml=True,
+        description="Hardware slowdown or power brake (not the normal software power cap): PSU or power feed.",
+        remedy="check the power supplies and the power feed of the server"),
+    node_rule(
+        slug="sxid_fatal", title="Fatal NVSwitch SXid", step=TriageStep.PLATFORM_HARDWARE, layer=Layer.HARDWARE,
+        severity=Severity.CRITICAL, duration_s=0, clear_hold_s=600, check=_sxid_fatal,
+        params=(Param("window_s", "integer", 3600, "How long a fatal SXid keeps the finding open",
+                      minimum=60, maximum=7 * 86400),),
+        description="A fatal NVSwitch error: NVLink traffic between the GPUs is broken.",
+        remedy="reset the NVSwitch fabric (reboot the machine); if it repeats, the baseboard needs service"),
+    node_rule(
+        slug="preemption_notice", title="Preemption notice", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.VIRTUALIZATION, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=0,
+        check=_preemption_notice, provider_initiated=True, needs_report=False,
+        params=(Param("window_s", "integer", 900, "How long a notice counts after the report or event that "
+                      "carried it (at least until its deadline)", minimum=1, maximum=86400),),
+        description="The cloud announced it will reclaim (terminate, stop, hibernate) this instance.",
+        remedy="checkpoint now and drain the node"),
+    node_rule(
+        slug="silent_spot_node", title="Spot node silent (likely preempted)", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.VIRTUALIZATION, severity=Severity.WARNING, duration_s=0, clear_hold_s=60, check=_silent_spot,
+        needs_report=False, provider_initiated=True,
+        params=(Param("notice_lookback_s", "integer", 900,
+                      "A preemption notice this long before the silence confirms the reclaim",
+                      minimum=0, maximum=86400),),
+        description="A spot node stopped reporting: most likely the cloud reclaimed it.",
+        remedy="let the pool replace it"),
+    node_rule(
+        slug="checkpoint_stale", title="Checkpoint older than the pool's policy",
+        step=TriageStep.PLATFORM_HARDWARE, layer=Layer.APPLICATION, severity=Severity.WARNING, duration_s=60,
+        clear_hold_s=0, check=_checkpoint_stale,
+        params=(Param("max_age_s", "integer", 1800, "Oldest acceptable newest checkpoint on a spot node whose "
+                      "pool has no checkpoint policy (billing)", minimum=60, maximum=7 * 86400),),
+        description="The newest checkpoint is older than the pool's checkpoint policy allows (spot nodes, or every "
+                    "node when the policy says so): a preemption or failure loses that work.",
+        remedy="checkpoint more often, or check that the job can write to the checkpoint directory"),
+]

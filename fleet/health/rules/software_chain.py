@@ -1,0 +1,192 @@
+"""Step 2 — software chain: driver ↔ CUDA ↔ framework compatible, GPU architecture built in, no drift."""
+
+from fleet.inventory.boundary import LAYER_ORDER
+from fleet.inventory.choices import Layer
+from fleet.inventory.models import Baseline, SoftwareStack
+from fleet.inventory.selectors import stack_drift
+
+from ..choices import Severity, TriageStep
+from .base import Observation, Param, node_rule
+from .compat import arch_supported, format_cuda, parse_capability, parse_cuda, sm_name
+
+STACK_VALUE_FIELDS = ["driver_version", "cuda_driver_version", "cuda_toolkits", "python_version", "frameworks",
+                      "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
+BASELINE_VALUE_FIELDS = ["driver_version", "cuda_driver_version", "cuda_toolkits", "frameworks",
+                         "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
+
+# Which layer a drifted field belongs to; a drift finding sits on the lowest layer that drifted.
+DRIFT_FIELD_LAYER = {
+    "os": Layer.HOST_OS, "kernel": Layer.HOST_OS, "container_runtime": Layer.HOST_OS,
+    "driver_version": Layer.GPU_DRIVER, "cuda_driver_version": Layer.GPU_DRIVER,
+    "cuda_toolkits": Layer.CUDA_RUNTIME, "nvidia_container_toolkit": Layer.CUDA_RUNTIME,
+}
+
+
+def _framework_label(framework: dict) -> str:
+    return f"{framework.get('name') or 'framework'} {framework.get('version') or ''}".strip()
+
+
+def _memo(ctx, key: tuple | None, compute):
+    """Per-cycle cache for results that depend only on the stack (and the given parts); no key, no cache."""
+    if key is None:
+        return compute()
+    if key not in ctx.memo:
+        ctx.memo[key] = compute()
+    return ctx.memo[key]
+
+
+def _too_new_frameworks(frameworks, driver_cuda, allow_minor: bool) -> list[tuple[dict, tuple[int, int]]]:
+    problems = []
+    for framework in frameworks or []:
+        if not isinstance(framework, dict):
+            continue
+        built = parse_cuda(framework.get("cuda"))
+        if built is None:
+            continue
+        if (built[0] > driver_cuda[0]) if allow_minor else (built > driver_cuda):
+            problems.append((framework, built))
+    return problems
+
+
+def _cuda_driver_too_old(node, params, ctx):
+    stack = node.stack
+    if not stack:
+        return None
+    driver_cuda = parse_cuda(stack.get("cuda_driver_version"))
+    if driver_cuda is None:
+        return None
+    allow_minor = params["allow_minor_version_compat"]
+    key = ("cuda", allow_minor, node.stack_key) if node.stack_key is not None else None
+    problems = _memo(ctx, key, lambda: _too_new_frameworks(stack.get("frameworks"), driver_cuda, allow_minor))
+    if not problems:
+        return []
+    driver = stack.get("driver_version") or "?"
+    needed = max(built for _, built in problems)
+    parts = [f"{_framework_label(f)} was built for CUDA {format_cuda(built)}" for f, built in problems]
+    summary = f"driver {driver} supports CUDA ≤ {format_cuda(driver_cuda)}, " + "; ".join(parts)
+    names = ", ".join(sorted({f.get("name") or "framework" for f, _ in problems}))
+    return [Observation(
+        summary=summary[:500],
+        remedy=f"install a {names} build for CUDA ≤ {format_cuda(driver_cuda)}, or upgrade the GPU driver to one "
+               f"that supports CUDA {format_cuda(needed)}",
+        values={"driver_version": driver, "driver_max_cuda": format_cuda(driver_cuda),
+                "frameworks": [{"name": f.get("name"), "version": f.get("version"), "cuda": f.get("cuda")}
+                               for f, _ in problems]})]
+
+
+def _missing_archs(frameworks, capabilities: tuple) -> list[tuple[dict, tuple[int, int], int]]:
+    problems = []
+    for framework in frameworks or []:
+        if not isinstance(framework, dict):
+            continue
+        for capability, count in capabilities:
+            if arch_supported(framework.get("arch_list"), capability) is False:
+                problems.append((framework, capability, count))
+    return problems
+
+
+def _arch_not_supported(node, params, ctx):
+    stack = node.stack
+    if not stack or not node.gpu_kinds:
+        return None
+    capabilities: dict[tuple[int, int], int] = {}
+    for _model, _memory, capability, count in node.gpu_kinds:
+        parsed = parse_capability(capability)
+        if parsed is not None:
+            capabilities[parsed] = capabilities.get(parsed, 0) + count
+    if not capabilities:
+        return None
+    ordered = tuple(sorted(capabilities.items()))
+    key = ("arch", ordered, node.stack_key) if node.stack_key is not None else None
+    problems = _memo(ctx, key, lambda: _missing_archs(stack.get("frameworks"), ordered))
+    if not problems:
+        return []
+    parts = [f"{_framework_label(f)} has no kernel image for {sm_name(c)} ({n} GPU(s) of compute capability "
+             f"{c[0]}.{c[1]}; built for {', '.join(f.get('arch_list') or [])})" for f, c, n in problems]
+    names = ", ".join(sorted({f.get("name") or "framework" for f, _, _ in problems}))
+    archs = ", ".join(sorted({sm_name(c) for _, c, _ in problems}))
+    return [Observation(
+        summary=("; ".join(parts) + " — \"no kernel image is available for execution on the device\"")[:500],
+        remedy=f"install a {names} build whose arch list includes {archs} (or PTX for an older architecture)",
+        values={"problems": [{"framework": f.get("name"), "version": f.get("version"),
+                              "arch_list": f.get("arch_list"), "compute_capability": f"{c[0]}.{c[1]}",
+                              "gpus": n} for f, c, n in problems]})]
+
+
+def _drift_items(node, memo: dict) -> list[dict]:
+    stack, baseline = node.stack, node.baseline
+
+    def compute():
+        return stack_drift(
+            stack=SoftwareStack(**{f: stack.get(f) if stack.get(f) is not None else _blank(f)
+                                   for f in STACK_VALUE_FIELDS}),
+            baseline=Baseline(**{f: baseline.get(f) if baseline.get(f) is not None else _blank(f)
+                                 for f in BASELINE_VALUE_FIELDS}))
+
+    key = ("drift", baseline["id"], node.stack_key) if node.stack_key is not None else None
+    if key is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
+
+
+def _blank(field_name: str):
+    return [] if field_name in ("cuda_toolkits", "frameworks") else ""
+
+
+def _drift_layer(field_name: str) -> str:
+    if field_name.startswith("frameworks."):
+        return Layer.FRAMEWORK
+    return DRIFT_FIELD_LAYER.get(field_name, Layer.FRAMEWORK)
+
+
+def _stack_drift(node, params, ctx):
+    if node.baseline is None:
+        return []
+    if not node.stack:
+        return None
+    ignored = set(params["ignore_fields"])
+    drift = [item for item in _drift_items(node, ctx.memo)
+             if item["field"] not in ignored and item["field"].split(".")[0] not in ignored]
+    if not drift:
+        return []
+    layer = min((_drift_layer(item["field"]) for item in drift), key=LAYER_ORDER.index)
+
+    def show(value):
+        if isinstance(value, list):
+            return ", ".join(map(str, value)) or "—"
+        return "—" if value in (None, "") else str(value)
+
+    parts = [f"{item['field']} {show(item['actual'])} (pinned {show(item['expected'])})" for item in drift]
+    return [Observation(
+        summary=f"Drifted from baseline {node.baseline.get('name') or ''}: {'; '.join(parts)}"[:500], layer=layer,
+        remedy="return the node to its pinned stack (or update the baseline if the change was intended)",
+        values={"baseline": node.baseline.get("name"), "drift": drift})]
+
+
+RULES = [
+    node_rule(
+        slug="cuda_driver_too_old", title="Framework needs a newer CUDA than the driver supports",
+        step=TriageStep.SOFTWARE_CHAIN, layer=Layer.FRAMEWORK, severity=Severity.CRITICAL, duration_s=0,
+        clear_hold_s=0, check=_cuda_driver_too_old,
+        params=(Param("allow_minor_version_compat", "boolean", False,
+                      "Accept a framework built for a newer CUDA minor version of the same major (CUDA minor "
+                      "version compatibility; PTX JIT still fails)"),),
+        description="The driver's maximum CUDA version is lower than the CUDA a framework build was compiled for.",
+        remedy="install a framework build for the driver's CUDA, or upgrade the driver"),
+    node_rule(
+        slug="arch_not_supported", title="GPU architecture missing from the framework's arch list",
+        step=TriageStep.SOFTWARE_CHAIN, layer=Layer.FRAMEWORK, severity=Severity.CRITICAL, duration_s=0,
+        clear_hold_s=0, check=_arch_not_supported,
+        description="A framework build has no kernel image (nor PTX) for the GPUs' compute capability: "
+                    "\"no kernel image is available for execution on the device\".",
+        remedy="install a framework build that includes this GPU architecture"),
+    node_rule(
+        slug="stack_drift", title="Software stack drifted from the baseline", step=TriageStep.SOFTWARE_CHAIN,
+        layer=Layer.GPU_DRIVER, severity=Severity.WARNING, duration_s=0, clear_hold_s=0, check=_stack_drift,
+        params=(Param("ignore_fields", "string_list", [],
+                      "Baseline fields not to judge, e.g. [\"kernel\"] or [\"frameworks\"]"),),
+        description="The driver, CUDA, toolkit, framework, OS or kernel differs from the pinned baseline.",
+        remedy="return the node to its pinned stack"),
+]

@@ -1,0 +1,170 @@
+"""Step 4 — Xid errors, classified by the Xid policy table, and the escalation rules operators use.
+
+* `xid`: one finding per (GPU, Xid code) seen in the window and not followed by a reboot; severity, layer and
+  first action come from the policy table, whose version is recorded on the finding.
+* `xid_escalation`: the same reboot-fixable Xid on one GPU in more boots than the reboot allowance (it came
+  back after N reboots), or ≥ N fatal Xids on one GPU within the fatal window → hardware.
+"""
+
+import re
+from bisect import bisect_right
+from datetime import timedelta
+
+from fleet.inventory.choices import Layer
+from fleet.telemetry.choices import EventKind
+
+from ..choices import REBOOT_FIXABLE_ACTIONS, Severity, TriageStep, XidAction
+from .base import Observation, Param, node_rule
+
+ACTION_PHRASES = {
+    XidAction.RESTART_APP: "restart the application",
+    XidAction.RESET_GPU: "reset the GPU (nvidia-smi -r) or reboot the machine",
+    XidAction.REBOOT: "reboot the machine",
+    XidAction.HARDWARE: "take the GPU out of service for hardware inspection",
+    XidAction.WATCH: "keep watching the GPU; act if it repeats",
+    XidAction.IGNORE: "nothing on its own; act on the earlier Xid",
+    XidAction.FOLLOW_REFERENCED: "follow the recovery action the log line states",
+}
+
+
+def unknown_policy(code: int) -> dict:
+    return {"code": code, "meaning": "unknown Xid", "severity": Severity.WARNING, "action": XidAction.WATCH,
+            "layer": Layer.HARDWARE, "known": False,
+            "escalation": "look the code up in NVIDIA's Xid catalog; repeated → run diagnostics"}
+
+
+def policy_for(ctx, code: int) -> dict:
+    return ctx.xid_policies.get(code) or unknown_policy(code)
+
+
+_REPEATED = re.compile(r"repeated([^→]*)→\s*(.+)")
+
+
+def policy_remedy(policy: dict) -> str:
+    """The first action in words, then what the policy says to do if it repeats."""
+    action = ACTION_PHRASES.get(policy["action"], policy["action"])
+    escalation = (policy.get("escalation") or "").strip()
+    match = _REPEATED.search(escalation)
+    if match:
+        return f"{action}; if it repeats{match.group(1).rstrip()}: {match.group(2).strip()}"
+    return escalation or action
+
+
+def _gpu_label(identity, subject: str) -> str:
+    if identity is not None:
+        return f"GPU {identity.index}"
+    if subject.startswith("pci:"):
+        return f"GPU at {subject[4:]}"
+    return "an unidentified GPU"
+
+
+def _xid(node, params, ctx):
+    if not node.events:
+        return []
+    start = ctx.now - timedelta(seconds=params["window_s"])
+    groups: dict[str, dict] = {}
+    for event in node.events_of(EventKind.XID):
+        if event.code is None or event.at < start:
+            continue
+        policy = policy_for(ctx, event.code)
+        if policy["action"] == XidAction.IGNORE:
+            continue
+        gpu_key, identity = node.gpu_ref(event.gpu_id, event.pci_bus_id)
+        subject = f"{gpu_key}:xid:{event.code}" if gpu_key != "node" else f"xid:{event.code}"
+        group = groups.setdefault(subject, {"events": [], "identity": identity, "gpu_key": gpu_key,
+                                            "policy": policy})
+        group["events"].append(event)
+    found = []
+    for subject, group in groups.items():
+        events = sorted(group["events"], key=lambda e: e.at)
+        first, last = events[0], events[-1]
+        reboot = node.last_reboot_before(ctx.now)
+        if reboot is not None and reboot > last.at:
+            continue  # the machine rebooted since: the first action was taken and the Xid has not come back
+        policy, identity = group["policy"], group["identity"]
+        action = policy["action"]
+        label = _gpu_label(identity, group["gpu_key"])
+        count = len(events)
+        found.append(Observation(
+            summary=f"Xid {last.code} on {label}: {policy['meaning']} ({count}× since {first.at:%H:%M:%S} UTC) — "
+                    f"first action: {ACTION_PHRASES.get(action, action)}"[:500],
+            subject=subject, gpu_id=identity.id if identity else None, since=first.at,
+            severity=policy["severity"], layer=policy["layer"],
+            remedy=policy_remedy(policy),
+            xid_policy_version=ctx.xid_version,
+            log_lines=[e.log_line() for e in events[-10:]],
+            values={"code": last.code, "meaning": policy["meaning"], "action": action, "count": count,
+                    "first_at": first.at.isoformat(), "last_at": last.at.isoformat(),
+                    "gpu_index": identity.index if identity else None,
+                    "gpu_uuid": identity.uuid if identity else None,
+                    "pci_bus_id": (identity.pci_bus_id if identity else last.pci_bus_id) or None,
+                    "policy": {k: policy.get(k) for k in ("code", "meaning", "severity", "action", "layer",
+                                                          "escalation")},
+                    "policy_known": policy.get("known", True), "xid_policy_version": ctx.xid_version}))
+    return found
+
+
+def _xid_escalation(node, params, ctx):
+    if not node.xid_history:
+        return []
+    now = ctx.now
+    fatal_start = now - timedelta(seconds=params["fatal_window_s"])
+    recurrence_start = now - timedelta(seconds=params["recurrence_window_s"])
+    reboots = sorted(node.reboots)
+    by_gpu: dict[str, dict] = {}
+    for occurrence in node.xid_history:
+        gpu_key, identity = node.gpu_ref(occurrence.gpu_id, occurrence.pci_bus_id)
+        entry = by_gpu.setdefault(gpu_key, {"identity": identity, "fatal": [], "boots": {}})
+        policy = policy_for(ctx, occurrence.code)
+        if policy["severity"] == Severity.CRITICAL and occurrence.at >= fatal_start:
+            entry["fatal"].append(occurrence)
+        if policy["action"] in REBOOT_FIXABLE_ACTIONS and occurrence.at >= recurrence_start:
+            entry["boots"].setdefault(occurrence.code, set()).add(bisect_right(reboots, occurrence.at))
+    found = []
+    for gpu_key, entry in by_gpu.items():
+        reasons, values = [], {}
+        if len(entry["fatal"]) >= params["fatal_count"]:
+            codes = sorted({o.code for o in entry["fatal"]})
+            reasons.append(f"{len(entry['fatal'])} fatal Xids ({', '.join(map(str, codes))}) within "
+                           f"{params['fatal_window_s'] / 3600:g} h")
+            values["fatal_count"] = len(entry["fatal"])
+            values["fatal_codes"] = codes
+        for code, boots in sorted(entry["boots"].items()):
+            if len(boots) > params["reboots_before_hardware"]:
+                reasons.append(f"Xid {code} came back after {len(boots) - 1} reboots")
+                values.setdefault("recurring", []).append({"code": code, "boots_with_xid": len(boots)})
+        if not reasons:
+            continue
+        identity = entry["identity"]
+        values.update(gpu_index=identity.index if identity else None, gpu_uuid=identity.uuid if identity else None,
+                      reboots=[r.isoformat() for r in reboots if r >= recurrence_start],
+                      xid_policy_version=ctx.xid_version)
+        found.append(Observation(
+            summary=f"{_gpu_label(identity, gpu_key)}: {'; '.join(reasons)} — escalate to hardware"[:500],
+            subject=gpu_key, gpu_id=identity.id if identity else None, values=values,
+            xid_policy_version=ctx.xid_version))
+    return found
+
+
+RULES = [
+    node_rule(
+        slug="xid", title="Xid error", step=TriageStep.PLATFORM_HARDWARE, layer=Layer.HARDWARE,
+        severity=Severity.CRITICAL, duration_s=0, clear_hold_s=300, check=_xid,
+        params=(Param("window_s", "integer", 3600, "How long an Xid keeps its finding open unless the machine "
+                      "reboots", minimum=60, maximum=7 * 86400),),
+        description="An Xid in the kernel log, classified by the Xid policy table (severity, layer, first action).",
+        remedy="follow the Xid policy's first action"),
+    node_rule(
+        slug="xid_escalation", title="Xid escalation to hardware", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.HARDWARE, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=3600, check=_xid_escalation,
+        params=(Param("reboots_before_hardware", "integer", 2, "Reboots a reboot-fixable Xid may survive",
+                      minimum=1, maximum=10),
+                Param("recurrence_window_s", "integer", 7 * 86400, "How far back recurring Xids are counted",
+                      minimum=3600, maximum=30 * 86400),
+                Param("fatal_count", "integer", 5, "Fatal Xids on one GPU that escalate", minimum=2, maximum=100),
+                Param("fatal_window_s", "integer", 86400, "Window for the fatal count", minimum=600,
+                      maximum=7 * 86400)),
+        description="The same reboot-fixable Xid returned after repeated reboots, or many fatal Xids in a day: "
+                    "the GPU needs hardware service.",
+        remedy="take the GPU out of service for hardware inspection (RMA, or a replaced instance)"),
+]

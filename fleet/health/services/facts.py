@@ -1,0 +1,241 @@
+"""Bulk loading of everything the rules read, in a constant number of queries whatever the fleet size.
+
+Per call: nodes (with pool and current stack joined), node status, a per-node GPU aggregate, the distinct GPU
+kinds per node, GPU status rows that match some rule's prefilter, baselines, urgent events of the short window,
+Xid occurrences and reboots of the long window, and the identities of GPUs named by events. Nothing here is
+per node.
+"""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Avg, Case, Count, F, Max, Q, TextField, When
+from django.db.models.functions import Cast
+
+from fleet.billing.selectors import checkpoint_policy_for_nodes
+from fleet.inventory.models import GPU, Baseline, Node
+from fleet.telemetry.choices import EventKind
+from fleet.telemetry.models import ChangeLogEntry, Event, GPUStatus, NodeStatus
+
+from ..rules.facts import EventFact, GpuIdentity, NodeFacts, XidOccurrence
+
+# ChangeLogEntry fields that mark a reboot: ingestion logs `boot_id` when the agent's boot id changes, and
+# remediation logs `reboot` when it reboots a node.
+REBOOT_CHANGE_FIELDS = ["boot_id", "reboot"]
+RULE_EVENT_KINDS = [EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE]
+
+NODE_STATUS_FIELDS = [
+    "node_id", "received_at", "interval_s", "silent", "silent_since", "nvml_status", "nvml_message",
+    "gpu_count_seen", "cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "load1", "disk_await_ms_max",
+    "disk_util_pct_max", "tcp_retrans_pct", "notice_kind", "notice_deadline", "checkpoint_age_s",
+]
+NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint"]
+GPU_STATUS_FIELDS = [
+    "gpu_id", "node_id", "collected_at", "lost", "utilization_gpu_pct", "memory_used_bytes", "memory_total_bytes",
+    "temperature_c", "power_draw_w", "power_limit_w", "sm_clock_mhz", "clock_event_reasons_mask",
+    "clock_event_reasons", "ecc_volatile_uncorrected", "ecc_aggregate_uncorrected", "retired_pages_count",
+    "retired_pages_pending", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending",
+    "remapped_rows_failure", "pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max",
+    "process_count", "process_memory_bytes", "processes",
+]
+STACK_FIELDS = ["driver_version", "cuda_driver_version", "cuda_toolkits", "python_version", "frameworks",
+                "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
+STACK_JSON_FIELDS = {"cuda_toolkits", "frameworks"}
+BASELINE_FIELDS = ["id", "name", "pool_id", "node_id", "driver_version", "cuda_driver_version", "cuda_toolkits",
+                   "frameworks", "container_runtime", "nvidia_container_toolkit", "os", "kernel", "gpu_model",
+                   "gpu_memory_bytes", "gpu_count"]
+_NODE_FIELDS = ["id", "hostname", "provider_id", "pool_id", "delivery_form", "billing_mode", "state",
+                "expected_gpu_count", "expected_gpu_model", "pool__gpus_per_node", "pool__gpu_model",
+                "current_stack_id"]
+
+
+@dataclass(frozen=True)
+class FactWindows:
+    """How far back events are read: with log text (short) and as bare occurrences for escalation (long)."""
+
+    events_s: int
+    history_s: int
+
+
+def _scoped(queryset, node_ids: list[int] | None, field: str = "node_id"):
+    return queryset if node_ids is None else queryset.filter(**{f"{field}__in": node_ids})
+
+
+class _JsonCache:
+    """JSON columns read as text and decoded once per distinct value: across a fleet most stacks, lost-GPU lists
+    and checkpoint sections are identical, so 10,000 rows decode a handful of strings. The decoded values are
+    shared between nodes and must not be mutated."""
+
+    def __init__(self):
+        self._cache: dict[str, object] = {}
+
+    def __call__(self, text):
+        if text is None:
+            return None
+        if not isinstance(text, str):  # a backend that decoded it already
+            return text
+        value = self._cache.get(text)
+        if value is None:
+            value = self._cache[text] = json.loads(text)
+        return value
+
+
+def _as_text(field: str):
+    return Cast(field, TextField())
+
+
+def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindows, gpu_filter: Q | None,
+               gpu_annotations: dict[str, tuple[str, int]] | None = None,
+               needs_gpu_summary: Callable[[NodeFacts], bool] | None = None) -> dict[int, NodeFacts]:
+    """Facts for the given nodes (every node when `node_ids` is None), keyed by node id.
+
+    `gpu_filter` selects the GPU status rows some rule may find true (with `gpu_annotations` for bit masks);
+    `needs_gpu_summary` says for which nodes the per-node GPU aggregate is needed (default: all).
+    """
+    facts: dict[int, NodeFacts] = {}
+    decode = _JsonCache()
+    stack_columns = {f"stack_{name}": _as_text(f"current_stack__{name}") if name in STACK_JSON_FIELDS
+                     else F(f"current_stack__{name}") for name in STACK_FIELDS}
+    nodes = _scoped(Node.objects.order_by(), node_ids, "pk").annotate(**stack_columns)
+    for row in nodes.values_list(*_NODE_FIELDS, *stack_columns):
+        (node_id, hostname, provider_id, pool_id, delivery_form, billing_mode, state, expected_count,
+         expected_model, pool_gpus, pool_model, stack_id) = row[:12]
+        node = NodeFacts(id=node_id, hostname=hostname, provider_id=provider_id, pool_id=pool_id,
+                         delivery_form=delivery_form, billing_mode=billing_mode, state=state,
+                         expected_gpu_count=expected_count, expected_gpu_model=expected_model,
+                         pool_gpus_per_node=pool_gpus, pool_gpu_model=pool_model or "")
+        if stack_id is not None:
+            node.stack_key = row[12:]
+            node.stack = {name: decode(value) if name in STACK_JSON_FIELDS else value
+                          for name, value in zip(STACK_FIELDS, node.stack_key, strict=True)}
+        facts[node_id] = node
+    if not facts:
+        return facts
+
+    json_columns = {f"{name}_text": _as_text(name) for name in NODE_STATUS_JSON_FIELDS}
+    # When the report carrying a notice was taken (node clock); read only for the few nodes with a notice.
+    notice_at = Case(When(~Q(notice_kind=""), then=F("collected_at")), default=None)
+    statuses = _scoped(NodeStatus.objects.order_by(), node_ids).annotate(**json_columns, notice_reported_at=notice_at)
+    for status in statuses.values(*NODE_STATUS_FIELDS, *json_columns, "notice_reported_at"):
+        node = facts.get(status["node_id"])
+        if node is not None:
+            for name in NODE_STATUS_JSON_FIELDS:
+                status[name] = decode(status.pop(f"{name}_text"))
+            node.status = status
+
+    # The per-node GPU aggregate costs a pass over every GPU status row, so it is computed only for the nodes a
+    # rule will read it for. Status rows of GPUs that left the inventory are never refreshed: they do not count.
+    summary_nodes = [n.id for n in facts.values() if needs_gpu_summary is None or needs_gpu_summary(n)]
+    if summary_nodes:
+        summaries = (GPUStatus.objects.filter(gpu__present=True, node_id__in=summary_nodes).order_by()
+                     .values("node_id")
+                     .annotate(count=Count("pk"), lost_count=Count("pk", filter=Q(lost=True)),
+                               util_avg=Avg("utilization_gpu_pct", filter=Q(lost=False)),
+                               util_max=Max("utilization_gpu_pct")))
+        for summary in summaries:
+            facts[summary["node_id"]].gpu_summary = summary
+
+    kinds = (_scoped(GPU.objects.filter(present=True).order_by(), node_ids)
+             .values_list("node_id", "model", "memory_total_bytes", "compute_capability").annotate(n=Count("pk")))
+    for node_id, model, memory, capability, count in kinds:
+        node = facts.get(node_id)
+        if node is not None:
+            node.gpu_kinds.append((model, memory, capability, count))
+
+    if gpu_filter is not None:
+        annotations = {name: F(field).bitand(mask) for name, (field, mask) in (gpu_annotations or {}).items()}
+        rows = (_scoped(GPUStatus.objects.filter(gpu__present=True).order_by(), node_ids).annotate(**annotations)
+                .filter(gpu_filter)
+                .values(*GPU_STATUS_FIELDS, gpu_index=F("gpu__index"), gpu_uuid=F("gpu__uuid"),
+                        gpu_pci_bus_id=F("gpu__pci_bus_id"), gpu_model=F("gpu__model"),
+                        gpu_serial=F("gpu__serial")))
+        for row in rows:
+            node = facts.get(row["node_id"])
+            if node is not None:
+                node.candidate_gpus.append(row)
+                node.gpus[row["gpu_id"]] = GpuIdentity(row["gpu_id"], row["gpu_index"], row["gpu_uuid"],
+                                                       row["gpu_pci_bus_id"], row["gpu_model"], row["gpu_serial"])
+
+    _attach_baselines(facts, node_ids)
+    _attach_checkpoint_policies(facts)
+    _attach_events(facts, node_ids, now, windows)
+    return facts
+
+
+def _attach_checkpoint_policies(facts: dict[int, NodeFacts]) -> None:
+    """The pool's checkpoint policy (billing decides which nodes it covers), for nodes that report checkpoints."""
+    reporting = [n.id for n in facts.values() if n.status is not None and (
+        n.status.get("checkpoint_age_s") is not None or (n.status.get("checkpoint") or {}).get("dirs"))]
+    if reporting:
+        for node_id, max_age_s in checkpoint_policy_for_nodes(reporting).items():
+            facts[node_id].checkpoint_max_age_s = max_age_s
+
+
+def _attach_baselines(facts: dict[int, NodeFacts], node_ids: list[int] | None) -> None:
+    baselines = Baseline.objects.order_by()
+    if node_ids is not None:
+        pools = {n.pool_id for n in facts.values() if n.pool_id is not None}
+        baselines = baselines.filter(Q(node_id__in=node_ids) | Q(pool_id__in=pools))
+    by_pool, by_node = {}, {}
+    for baseline in baselines.values(*BASELINE_FIELDS):
+        if baseline["node_id"] is not None:
+            by_node[baseline["node_id"]] = baseline
+        else:
+            by_pool[baseline["pool_id"]] = baseline
+    if not by_pool and not by_node:
+        return
+    for node in facts.values():
+        node.baseline = by_node.get(node.id) or by_pool.get(node.pool_id)
+
+
+def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now: datetime,
+                   windows: FactWindows) -> None:
+    events = (_scoped(Event.objects.order_by("at", "id"), node_ids)
+              .filter(kind__in=RULE_EVENT_KINDS, at__gte=now - timedelta(seconds=windows.events_s))
+              .values_list("id", "node_id", "kind", "code", "severity", "at", "gpu_id", "pci_bus_id", "message",
+                           "raw", "detail"))
+    needs_identity: set[int] = set()
+    needs_bus_map: set[int] = set()
+    for event_id, node_id, kind, code, severity, at, gpu_id, bus_id, message, raw, detail in events:
+        node = facts.get(node_id)
+        if node is None:
+            continue
+        node.events.append(EventFact(event_id, kind, code, severity, at, gpu_id, bus_id, message, raw, detail or {}))
+        if gpu_id is not None and gpu_id not in node.gpus:
+            needs_identity.add(gpu_id)
+        elif gpu_id is None and bus_id:
+            needs_bus_map.add(node_id)
+
+    history = (_scoped(Event.objects.order_by(), node_ids)
+               .filter(kind=EventKind.XID, code__isnull=False, at__gte=now - timedelta(seconds=windows.history_s))
+               .values_list("node_id", "gpu_id", "pci_bus_id", "code", "at"))
+    for node_id, gpu_id, bus_id, code, at in history:
+        node = facts.get(node_id)
+        if node is None:
+            continue
+        node.xid_history.append(XidOccurrence(gpu_id, bus_id, code, at))
+        if gpu_id is not None and gpu_id not in node.gpus:
+            needs_identity.add(gpu_id)
+        elif gpu_id is None and bus_id:
+            needs_bus_map.add(node_id)
+
+    reboots = (_scoped(ChangeLogEntry.objects.order_by(), node_ids)
+               .filter(field__in=REBOOT_CHANGE_FIELDS, at__gte=now - timedelta(seconds=windows.history_s))
+               .values_list("node_id", "at"))
+    for node_id, at in reboots:
+        node = facts.get(node_id)
+        if node is not None:
+            node.reboots.append(at)
+
+    for node in facts.values():
+        if node.status and node.status.get("lost_gpus"):
+            needs_bus_map.add(node.id)
+    if needs_identity or needs_bus_map:
+        identities = GPU.objects.order_by().filter(Q(pk__in=needs_identity) | Q(node_id__in=needs_bus_map))
+        for gpu_id, node_id, index, uuid, bus_id, model, serial in identities.values_list(
+                "id", "node_id", "index", "uuid", "pci_bus_id", "model", "serial"):
+            node = facts.get(node_id)
+            if node is not None:
+                node.gpus.setdefault(gpu_id, GpuIdentity(gpu_id, index, uuid, bus_id, model, serial))

@@ -1,0 +1,29 @@
+import { Route, Routes } from "react-router";
+import { LoginPage } from "@/features/auth/components/LoginPage";
+import { EnrollPage } from "@/features/enrollment/components/EnrollPage";
+import { FindingsPage } from "@/features/findings/components/FindingsPage";
+import { NodesPage } from "@/features/nodes/components/NodesPage";
+import { RulesPage } from "@/features/rules/components/RulesPage";
+import { Layout } from "./Layout";
+import { RequireAuth } from "./RequireAuth";
+import { NodeDetailRoute } from "./routes/NodeDetailRoute";
+import { NotFoundRoute } from "./routes/NotFoundRoute";
+import { OverviewRoute } from "./routes/OverviewRoute";
+
+/** Every path here must also reach Django's console view (fleet/console/urls.py serves index.html). */
+export function AppRoutes() {
+  return (
+    <Routes>
+      <Route path="/login" element={<LoginPage />} />
+      <Route element={<RequireAuth><Layout /></RequireAuth>}>
+        <Route index element={<OverviewRoute />} />
+        <Route path="nodes" element={<NodesPage />} />
+        <Route path="nodes/:nodeId" element={<NodeDetailRoute />} />
+        <Route path="findings" element={<FindingsPage />} />
+        <Route path="rules" element={<RulesPage />} />
+        <Route path="enroll" element={<EnrollPage />} />
+        <Route path="*" element={<NotFoundRoute />} />
+      </Route>
+    </Routes>
+  );
+}

@@ -1,0 +1,23 @@
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { api } from "@/shared/api/client";
+import type { Schemas, Session } from "@/shared/api/types";
+import { SESSION_PATH, getSession, sessionQueryKey } from "@/shared/auth/session";
+
+export type LoginInput = Schemas["LoginRequest"];
+
+export async function login(input: LoginInput): Promise<Session> {
+  // GET first so Django has set the csrftoken cookie this POST must echo.
+  await getSession();
+  return api.post<Session>(SESSION_PATH, input);
+}
+
+export function useLogin() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: login,
+    onSuccess: (session) => {
+      client.clear();
+      client.setQueryData(sessionQueryKey, session);
+    },
+  });
+}

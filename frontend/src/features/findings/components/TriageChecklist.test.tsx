@@ -1,0 +1,62 @@
+import { render, screen } from "@testing-library/react";
+import { describe, expect, it } from "vitest";
+import type { FindingDetail, Triage } from "../types/findings";
+import { fakeApi, renderWithProviders } from "@/testing/render";
+import { TriageChecklist, TriageChecklistView, orderedSteps } from "./TriageChecklist";
+
+const finding = {
+  id: 11, rule: "cuda_driver_too_old", rule_title: "Framework needs a newer CUDA", node: 7, hostname: "gpu-7", pool: null,
+  gpu: null, gpu_index: null, subject: "node", state: "open", step: "software_chain", step_number: 2, layer: "gpu_driver",
+  severity: "critical", summary: "CUDA 12.4 build on a CUDA 12.2 driver", responsible_party: "us",
+  responsibility_source: "default", action_kind: "internal_fix", recommended_action: "Upgrade the driver to ≥ 550.",
+  xid_policy_version: null, first_seen: "2026-01-01T00:00:00Z", opened_at: "2026-01-01T00:00:30Z",
+  last_seen: "2026-01-01T00:05:00Z", resolved_at: null, resolution: "",
+  evidence: { driver_version: "535.54", torch_cuda: "12.4" },
+} satisfies FindingDetail;
+
+const step = (name: Triage["steps"][number]["step"], number: number, status: Triage["steps"][number]["status"], findings: FindingDetail[] = []) =>
+  ({ step: name, number, title: name, status, reason: "", findings, pending: [] });
+
+const triage: Triage = {
+  node: 7, hostname: "gpu-7", generated_at: "2026-01-01T00:05:00Z", last_report_at: "2026-01-01T00:05:00Z", fresh: true,
+  headline: "Step 2 — driver 535.54 supports CUDA ≤ 12.2, torch 2.4 was built for CUDA 12.4",
+  headline_finding: null,
+  steps: [
+    step("platform_hardware", 4, "unknown"),
+    step("software_chain", 2, "failed", [finding]),
+    step("visibility", 1, "passed"),
+  ],
+};
+
+describe("TriageChecklist", () => {
+  it("puts the steps in the fixed order whatever order the server used", () => {
+    expect(orderedSteps(triage).map((s) => s.step)).toEqual(["visibility", "software_chain", "capacity", "platform_hardware"]);
+    expect(orderedSteps(triage)[2]).toMatchObject({ step: "capacity", status: "unknown", number: 3 });
+  });
+
+  it("shows the headline, each step's verdict, and the evidence behind a failure", () => {
+    render(<TriageChecklistView triage={triage} />);
+    expect(screen.getByTestId("triage-headline")).toHaveTextContent("Step 2 — driver 535.54");
+    const steps = screen.getAllByRole("listitem").filter((li) => li.hasAttribute("data-step"));
+    expect(steps.map((li) => li.getAttribute("data-step"))).toEqual(["visibility", "software_chain", "capacity", "platform_hardware"]);
+    expect(steps[0]).toHaveTextContent("Step 1 — GPU visibility");
+    expect(steps[0]).toHaveTextContent("passed");
+    expect(steps[1]).toHaveTextContent("failed");
+    expect(steps[1]).toHaveTextContent("CUDA 12.4 build on a CUDA 12.2 driver");
+    expect(steps[1]).toHaveTextContent("Upgrade the driver");
+    expect(steps[1]).toHaveTextContent("535.54");
+  });
+
+  it("writes its own headline from the first failing step when the server gives none", () => {
+    render(<TriageChecklistView triage={{ steps: [step("capacity", 3, "failed"), step("platform_hardware", 4, "failed")] }} />);
+    expect(screen.getByTestId("triage-headline")).toHaveTextContent("Fails at: Capacity & data path");
+  });
+
+  it("offers the evidence bundle in both formats", async () => {
+    fakeApi({ "GET /api/v1/nodes/7/triage/": triage });
+    renderWithProviders(<TriageChecklist nodeId={7} />, { role: "viewer" });
+    expect(await screen.findByTestId("triage-headline")).toBeInTheDocument();
+    expect(screen.getByRole("link", { name: "Evidence bundle (text)" })).toHaveAttribute("href", "/api/v1/nodes/7/evidence/?format=text");
+    expect(screen.getByRole("link", { name: "Evidence bundle (JSON)" })).toHaveAttribute("href", "/api/v1/nodes/7/evidence/?format=json");
+  });
+});

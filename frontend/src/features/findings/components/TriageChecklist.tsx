@@ -1,0 +1,115 @@
+// The fixed triage order (visibility → software chain → capacity & data path → platform / hardware), each
+// step passed / failed / unknown with the findings and evidence behind it; the first failing step is the headline.
+import { useTranslation } from "react-i18next";
+import { TRIAGE_STEPS } from "@/shared/lib/domain";
+import { formatRelative } from "@/shared/lib/format";
+import { Badge, severityTone, type Tone } from "@/shared/ui/Badge";
+import { Panel } from "@/shared/ui/Panel";
+import { QueryState } from "@/shared/ui/QueryState";
+import { evidenceUrl, useNodeTriage } from "../api/getNodeTriage";
+import { findingTitle, type Triage, type TriageStepResult } from "../types/findings";
+import { Evidence } from "./Evidence";
+
+/** Steps in the fixed order whatever order the server used; a step it left out is "unknown". */
+export function orderedSteps(triage: Pick<Triage, "steps">): Array<Partial<TriageStepResult> & Pick<TriageStepResult, "step" | "status">> {
+  const byStep = new Map(triage.steps.map((result) => [result.step as string, result]));
+  return TRIAGE_STEPS.map((step, index) => byStep.get(step) ?? { step, status: "unknown" as const, number: index + 1 });
+}
+
+function statusTone(status: string): Tone {
+  if (status === "passed" || status === "pass" || status === "ok") return "good";
+  if (status === "failed" || status === "fail") return "bad";
+  if (status === "warning" || status === "degraded") return "warn";
+  return "muted";
+}
+
+function statusIcon(status: string): string {
+  const tone = statusTone(status);
+  return tone === "good" ? "✓" : tone === "bad" ? "✗" : tone === "warn" ? "!" : "?";
+}
+
+export function TriageChecklistView({ triage }: { triage: Pick<Triage, "steps"> & Partial<Triage> }) {
+  const { t } = useTranslation();
+  const steps = orderedSteps(triage);
+  const firstFailing = steps.find((s) => statusTone(s.status) === "bad");
+  return (
+    <>
+      <p className={`headline ${firstFailing ? "headline--bad" : "headline--good"}`} data-testid="triage-headline" role="status">
+        {triage.headline || (firstFailing
+          ? t("triage.failedAt", { step: t(`step.${firstFailing.step}`, { defaultValue: firstFailing.step }) })
+          : t("triage.allPassed"))}
+      </p>
+      {triage.fresh === false && triage.last_report_at ? (
+        <p className="muted small">{t("triage.stale", { when: formatRelative(triage.last_report_at) })}</p>
+      ) : null}
+      <ol className="checklist" data-testid="triage-checklist">
+        {steps.map((result, index) => (
+          <li key={result.step} className={`checklist__step checklist__step--${statusTone(result.status)}`} data-step={result.step}>
+            <div className="checklist__head">
+              <span className="checklist__icon" aria-hidden="true">{statusIcon(result.status)}</span>
+              <span className="checklist__name">
+                {t("triage.stepN", { n: result.number ?? index + 1 })} — {t(`step.${result.step}`, { defaultValue: result.title ?? result.step })}
+              </span>
+              <Badge tone={statusTone(result.status)}>{t(`stepStatus.${result.status}`, { defaultValue: result.status })}</Badge>
+            </div>
+            <p className="muted small">{result.reason || t(`stepHint.${result.step}`, { defaultValue: "" })}</p>
+            {result.findings?.length ? (
+              <ul className="checklist__findings">
+                {result.findings.map((finding) => (
+                  <li key={finding.id}>
+                    <Badge tone={severityTone(finding.severity)}>{t(`severity.${finding.severity}`, { defaultValue: finding.severity })}</Badge>{" "}
+                    <strong>{findingTitle(finding)}</strong>
+                    {finding.gpu_index != null ? <span className="muted small"> · GPU {finding.gpu_index}</span> : null}
+                    <span className="muted small"> · {t("triage.since", { when: formatRelative(finding.opened_at ?? finding.first_seen) })}</span>
+                    {finding.recommended_action ? <div className="small">{t("triage.next")}: {finding.recommended_action}</div> : null}
+                    {finding.evidence ? (
+                      <details>
+                        <summary>{t("triage.evidence")}</summary>
+                        <Evidence value={finding.evidence} />
+                      </details>
+                    ) : null}
+                  </li>
+                ))}
+              </ul>
+            ) : null}
+            {result.pending?.length ? (
+              <ul className="checklist__pending">
+                {result.pending.map((pending) => (
+                  <li key={`${pending.rule}-${pending.subject}`} className="muted small">
+                    {t("triage.pending", { summary: pending.summary || pending.rule, seconds: Math.round(pending.opens_after_s) })}
+                  </li>
+                ))}
+              </ul>
+            ) : null}
+          </li>
+        ))}
+      </ol>
+    </>
+  );
+}
+
+export function EvidenceDownload({ nodeId }: { nodeId: number }) {
+  const { t } = useTranslation();
+  return (
+    <span className="evidence-download">
+      <a className="btn btn--small" href={evidenceUrl(nodeId, "text")} download={`node-${nodeId}-evidence.txt`}>
+        {t("triage.downloadText")}
+      </a>
+      <a className="btn btn--small" href={evidenceUrl(nodeId, "json")} download={`node-${nodeId}-evidence.json`}>
+        {t("triage.downloadJson")}
+      </a>
+    </span>
+  );
+}
+
+export function TriageChecklist({ nodeId }: { nodeId: number }) {
+  const { t } = useTranslation();
+  const triage = useNodeTriage(nodeId);
+  return (
+    <Panel title={t("triage.title")} testId="triage-panel" actions={<EvidenceDownload nodeId={nodeId} />}>
+      <QueryState query={triage} what={t("triage.title")}>
+        {(data) => <TriageChecklistView triage={data} />}
+      </QueryState>
+    </Panel>
+  );
+}

@@ -1,0 +1,24 @@
+import { useQuery } from "@tanstack/react-query";
+import { api } from "@/shared/api/client";
+import { normaliseSeriesSet, type Point } from "@/shared/lib/series";
+
+const HOUR_S = 3600;
+
+/** The last hour of some metrics at one-minute steps, for a node or a GPU, in one request. */
+export function getSeries(kind: "nodes" | "gpus", id: number, metrics: string[], now = Date.now()): Promise<Record<string, Point[]>> {
+  const end = new Date(now);
+  const start = new Date(now - HOUR_S * 1000);
+  return api
+    .get<unknown>(`${kind}/${id}/series/`, { metric: metrics, start: start.toISOString(), end: end.toISOString(), step: 60 })
+    .then((data) => normaliseSeriesSet(data, metrics));
+}
+
+export function useSeries(kind: "nodes" | "gpus", id: number | undefined, metrics: string[]) {
+  return useQuery({
+    queryKey: [kind, id, "series", metrics],
+    queryFn: () => getSeries(kind, id as number, metrics),
+    enabled: id !== undefined,
+    refetchInterval: 30_000,
+    staleTime: 15_000,
+  });
+}

@@ -1,0 +1,41 @@
+"""A real Celery worker evaluates a node after an urgent event, as ingestion triggers it."""
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from fleet.health.models import Finding
+from fleet.health.tasks import evaluate_nodes
+from fleet.inventory.models import GPU
+from tests.health.factories import EventFactory, healthy_node
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+
+def _wait_for(query, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = query.first()
+        if found is not None:
+            return found
+        time.sleep(0.2)
+    return None
+
+
+def test_worker_opens_the_finding_after_an_urgent_event(celery_worker):
+    now = timezone.now()
+    node = healthy_node(delivery_form="bare_metal_owned", at=now)
+    gpu = GPU.objects.get(node=node, index=4)
+    EventFactory(node=node, gpu=gpu, kind="xid", code=79, at=now,
+                 raw="NVRM: Xid (PCI:0000:1c:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.")
+
+    started = time.monotonic()
+    evaluate_nodes.delay(node_ids=[node.pk])
+    finding = _wait_for(Finding.objects.filter(node=node, rule__slug="xid", state="open"))
+    assert finding is not None, celery_worker.log_path.read_text()[-3000:]
+    assert time.monotonic() - started < 30
+    assert (finding.step, finding.layer, finding.responsible_party) == ("platform_hardware", "hardware",
+                                                                         "hardware_vendor")
+    assert finding.gpu_id == gpu.pk
+    assert "health.evaluate_nodes" in celery_worker.log_path.read_text()
