@@ -52,3 +52,16 @@ def _clear_cache():
 
     cache.clear()
     yield
+
+
+@pytest.fixture
+def seeded_catalog(transactional_db):
+    """Transactional tests end with a flush that also empties what data migrations seeded (the rule catalog
+    and the Xid policy table); put it back. (Serialized rollback would clash with the content types that
+    the flush's post_migrate recreates.)"""
+    from fleet.health.models import XidPolicy
+    from fleet.health.services.catalog import rule_catalog_sync
+    from fleet.health.xid_seed import seed_xid_policies
+
+    rule_catalog_sync()
+    seed_xid_policies(XidPolicy)

@@ -139,7 +139,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {},
+    # Choice sets shared by several apps' APIs get one name each (drf-spectacular warns on collisions).
+    "ENUM_NAME_OVERRIDES": {
+        "FindingStateEnum": "fleet.health.choices.FindingState",
+        "NodeStateEnum": "fleet.inventory.choices.NodeState",
+        "OwnerEnum": "fleet.inventory.choices.Owner",
+        "PreemptionSourceEnum": "fleet.billing.choices.PreemptionSource",
+    },
 }
 
 # --- Celery ---------------------------------------------------------------------------------------

@@ -58,9 +58,8 @@ def _dist_is_stale() -> bool:
 
 
 @pytest.fixture
-def committed_db(transactional_db, django_db_serialized_rollback):
-    """Rows the live server can see (committed, not in a test transaction). The flush afterwards would also
-    wipe what data migrations seeded (the rule catalog); the serialized rollback puts that back."""
+def committed_db(transactional_db, seeded_catalog):
+    """Rows the live server can see (committed, not in a test transaction), with the seeded rule catalog."""
 
 
 def _free_port() -> int:

@@ -10,7 +10,8 @@ from fleet.health.tasks import evaluate_nodes
 from fleet.inventory.models import GPU
 from tests.health.factories import EventFactory, healthy_node
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("seeded_catalog")]
 
 
 def _wait_for(query, timeout: float = 30.0):

@@ -195,19 +195,13 @@ def test_oversize_body_is_413(enroll, settings):
     assert response.status_code == 413
 
 
-def test_flooding_node_is_rate_limited(enroll, settings):
-    from rest_framework.settings import api_settings
-
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"agent": "3/min"}}
+def test_flooding_node_is_rate_limited(enroll, monkeypatch):
     from fleet.telemetry.api.views import NodeRateThrottle
 
-    NodeRateThrottle.THROTTLE_RATES = {"agent": "3/min"}
-    try:
-        agent = enroll()
-        builder = ReportBuilder(agent.node_id)
-        codes = [agent.send(builder.report(with_inventory=True)).status_code for _ in range(5)]
-    finally:
-        NodeRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    monkeypatch.setattr(NodeRateThrottle, "THROTTLE_RATES", {"agent": "3/min"})
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    codes = [agent.send(builder.report(with_inventory=True)).status_code for _ in range(5)]
     assert codes[:3] == [200, 200, 200]
     assert codes[3] == 429
 

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -213,8 +214,11 @@ class KernelLogCollector:
         journalctl: str | list[str] = "journalctl",
         timeout_s: float = 10.0,
         max_events: int = MAX_EVENTS_PER_COLLECT,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.source = str(source)
+        # Lines without an absolute time are stamped when observed; the simulator passes its own clock.
+        self._clock = clock
         self.state_path = Path(state_path)
         self.kmsg_path = str(kmsg_path)
         self.proc_root = Path(proc_root)
@@ -241,7 +245,7 @@ class KernelLogCollector:
                 self._pci_map[normalized] = uuid
 
     def collect(self) -> list[dict]:
-        now = utc_now()
+        now = self._clock()
         try:
             if self.source == "kmsg":
                 events = self._read_kmsg()
@@ -425,7 +429,7 @@ class KernelLogCollector:
     def _read_journal(self) -> list[dict]:
         base = [*self.journalctl, "-k", "-o", "short-precise", "--no-pager", "--show-cursor"]
         cursor = self._state.get("cursor")
-        checked_at = utc_now()
+        checked_at = self._clock()
         proc = self._run_journalctl([*base, f"--after-cursor={cursor}"] if cursor else base)
         if proc.returncode != 0 and cursor:
             log.warning("journalctl rejected the saved cursor (%s); resuming from the last check time",

@@ -206,7 +206,7 @@ class SimulatedAgent:
             from fleet_agent.collectors.kernel_log import KernelLogCollector
         except ImportError:
             return None
-        return KernelLogCollector(str(self.kernel_log.path), self.dir / "kernel_log.state")
+        return KernelLogCollector(str(self.kernel_log.path), self.dir / "kernel_log.state", clock=self.now)
 
     def now(self) -> datetime:
         return self.start + timedelta(seconds=self.t)

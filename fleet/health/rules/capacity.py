@@ -50,13 +50,16 @@ def _residual_processes(row, node, params):
 
 
 def _pipeline_bottleneck(node, params, ctx):
-    status, summary = node.status, node.gpu_summary
-    if status is None or summary is None:
+    status = node.status
+    cpu = status.get("cpu_busy_pct") if status else None
+    if cpu is None:
         return None
-    cpu, util = status.get("cpu_busy_pct"), summary.get("util_avg")
-    if cpu is None or util is None:
+    if cpu <= params["cpu_busy_pct"]:
+        return []  # decided without the GPU aggregate, which is only loaded for CPU-saturated nodes
+    util = (node.gpu_summary or {}).get("util_avg")
+    if util is None:
         return None
-    if cpu <= params["cpu_busy_pct"] or util >= params["gpu_util_pct"]:
+    if util >= params["gpu_util_pct"]:
         return []
     return [Observation(
         summary=f"GPUs average {util:.0f} % busy while the CPU is {cpu:.0f} % busy — the input pipeline "

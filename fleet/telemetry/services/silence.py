@@ -7,12 +7,14 @@ from ..models import NodeStatus
 
 logger = logging.getLogger(__name__)
 SILENT_AFTER_INTERVALS = 2
+MIN_INTERVAL_S = 1
 
 
 def mark_silent_nodes(*, now: datetime) -> dict:
     """Flag nodes whose last report is older than 2× their interval; ingestion clears the flag."""
-    # Cheap pre-filter in SQL (shortest plausible interval), exact per-node check in Python.
-    candidates = NodeStatus.objects.filter(silent=False, received_at__lt=now - timedelta(seconds=2 * 5))
+    # Cheap pre-filter in SQL (the shortest interval an agent accepts is 1 s), exact per-node check in Python.
+    candidates = NodeStatus.objects.filter(silent=False, received_at__lt=now - timedelta(
+        seconds=SILENT_AFTER_INTERVALS * MIN_INTERVAL_S))
     newly_silent = [node_id for node_id, received_at, interval in
                     candidates.values_list("node_id", "received_at", "interval_s")
                     if received_at < now - timedelta(seconds=SILENT_AFTER_INTERVALS * max(interval, 1))]
