@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import threading
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 from django.db import transaction
@@ -31,6 +32,16 @@ PROVIDERS = {
 # The simulator speaks of "subscription" and "owned"; both are paid up front for a term here.
 BILLING_MODE = {"on_demand": "on_demand", "spot": "spot", "reserved": "reserved", "subscription": "reserved",
                 "owned": "reserved"}
+# Demo prices per node (list-price ballparks for 8-GPU machines): (rate, unit, currency, upfront, term days,
+# days the term has run). The Azure reservation ends within 30 days, so the expiring-term view has an entry.
+DEMO_PRICES = {
+    "aws": (Decimal("39.50"), "hour", "USD", Decimal("0"), None, None),
+    "gcp": (Decimal("88.49"), "hour", "USD", Decimal("0"), None, None),
+    "azure": (Decimal("63.20"), "hour", "USD", Decimal("0"), 365, 345),
+    "alibaba": (Decimal("45000"), "month", "CNY", Decimal("0"), 365, 100),
+    "idc": (Decimal("18000"), "month", "USD", Decimal("0"), 365, 200),
+    "own": (Decimal("2500"), "month", "USD", Decimal("320000"), 3 * 365, 365),
+}
 REGION_COUNTRY = {"us-": "US", "eastus": "US", "cn-": "CN", "sh-": "CN", "ap-shanghai": "CN", "onprem": "DE"}
 
 
@@ -74,6 +85,7 @@ def demo_seed(*, scenario, actor: User) -> list[DemoGroup]:
                 "frameworks": [{"name": f["name"], "version": f["version"], "cuda": f.get("cuda", "")}
                                for f in stack.get("frameworks", [])],
                 "kernel": stack.get("kernel", "")})
+            _demo_billing(pool, provider_key, billing)
             _, token = enrollment_token_create(actor=actor, name=f"demo {pool.name}", provider=provider, site=site,
                                                pool=pool, delivery_form=form, billing_mode=billing,
                                                labels={"demo": "true"}, max_uses=len(specs),
@@ -81,6 +93,21 @@ def demo_seed(*, scenario, actor: User) -> list[DemoGroup]:
             result.append(DemoGroup(key=(provider_key, form, billing, instance_type),
                                     scenario=dataclasses.replace(scenario, nodes=tuple(specs)), token=token))
     return result
+
+
+def _demo_billing(pool: Pool, provider_key: str, billing_mode: str) -> None:
+    from fleet.billing.models import BillingPlan, CheckpointPolicy
+
+    rate, unit, currency, upfront, term_days, elapsed = DEMO_PRICES[provider_key]
+    today = timezone.now().date()
+    term = {}
+    if billing_mode == "reserved" and term_days:
+        start = today - timedelta(days=elapsed)
+        term = {"term_start": start, "term_end": start + timedelta(days=term_days), "upfront_cost": upfront}
+    BillingPlan.objects.get_or_create(pool=pool, defaults={"billing_mode": billing_mode, "rate": rate,
+                                                           "rate_unit": unit, "currency": currency, **term})
+    if billing_mode == "spot":
+        CheckpointPolicy.objects.get_or_create(pool=pool, defaults={"max_checkpoint_age_s": 1800})
 
 
 def demo_run(*, groups: list[DemoGroup], server: str, state_dir: Path, interval_s: float | None,

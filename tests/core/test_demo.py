@@ -1,5 +1,8 @@
 import pytest
+from django.utils import timezone
 
+from fleet.billing.models import BillingPlan, CheckpointPolicy
+from fleet.billing.selectors import expiring_reserved_terms
 from fleet.core.demo import demo_seed
 from fleet.inventory.models import BoundaryOverride, Pool, Site
 from fleet.inventory.selectors import node_boundary
@@ -20,8 +23,13 @@ def test_demo_seed_matches_scenario_and_is_idempotent():
     assert Pool.objects.count() == len(groups)
     assert Site.objects.get(name="cn-hangzhou").icp_filing_required is True
     assert BoundaryOverride.objects.filter(provider__slug="own", layer="facility", owner="us").exists()
+    assert BillingPlan.objects.count() == len(groups)
+    assert CheckpointPolicy.objects.filter(pool__billing_mode="spot").exists()
+    expiring = [t.pool_name for t in expiring_reserved_terms(now=timezone.now())]
+    assert expiring == ["azure-Standard_ND96isr_H100_v5-reserved"]
     demo_seed(scenario=scenario, actor=admin)
     assert Pool.objects.count() == len(groups)
+    assert BillingPlan.objects.count() == len(groups)
     assert EnrollmentToken.objects.count() == 2 * len(groups)
 
     owned = next(g for g in groups if g.key[0] == "own")

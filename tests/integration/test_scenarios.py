@@ -14,7 +14,7 @@ from importlib import resources
 
 import pytest
 
-from fleet.billing.models import CheckpointPolicy
+from fleet.billing.models import CheckpointPolicy, PreemptionRecord
 from fleet.health.models import Finding, Rule
 from fleet.health.tasks import evaluate_nodes
 from fleet.inventory.models import Baseline, Pool, Provider
@@ -136,6 +136,11 @@ def test_fault_scenario_opens_and_resolves_finding(scenario, rule, step, layer, 
         assert (finding.step, finding.layer, finding.responsible_party) == (step, layer, party)
         assert finding.recommended_action
         assert finding.evidence
+        if rule == "preemption_notice":
+            # Ingestion handed the notice to billing too: the announced preemption is on record with its lead time.
+            record = _wait_for(lambda: PreemptionRecord.objects.filter(node_id=node_id).first(),
+                               what="a preemption record")
+            assert record.notice_lead_time_s is not None and record.notice_lead_time_s > 0
 
         if not spec.faults:
             return  # a node without NVML stays that way; there is no fault to clear
