@@ -1,6 +1,18 @@
 from django.contrib import admin
 
-from .models import ChangeLogEntry, EnrollmentToken, Event, GPUStatus, NodeCredential, NodeStatus
+from .models import (
+    AgentEpoch,
+    ChangeLogEntry,
+    EnrollmentToken,
+    Event,
+    GPUSample,
+    GPUSampleRollup,
+    GPUStatus,
+    NodeCredential,
+    NodeSample,
+    NodeSampleRollup,
+    NodeStatus,
+)
 
 
 @admin.register(EnrollmentToken)
@@ -43,3 +55,44 @@ class ChangeLogEntryAdmin(admin.ModelAdmin):
     list_display = ("at", "node", "field", "summary")
     search_fields = ("node__hostname", "field")
     raw_id_fields = ("node",)
+
+
+@admin.register(AgentEpoch)
+class AgentEpochAdmin(admin.ModelAdmin):
+    list_display = ("node", "instance_id", "last_sequence", "first_seen", "updated_at")
+    search_fields = ("node__hostname", "instance_id")
+    raw_id_fields = ("node",)
+
+
+class _ReadOnlyHistoryAdmin(admin.ModelAdmin):
+    """History rows are written by ingestion and the rollup task only."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(NodeSample)
+class NodeSampleAdmin(_ReadOnlyHistoryAdmin):
+    list_display = ("node", "at", "cpu_busy_pct", "gpu_util_avg_pct", "tcp_retrans_pct")
+    raw_id_fields = ("node",)
+
+
+@admin.register(GPUSample)
+class GPUSampleAdmin(_ReadOnlyHistoryAdmin):
+    list_display = ("gpu", "at", "utilization_gpu_pct", "temperature_c", "power_draw_w")
+    raw_id_fields = ("gpu",)
+
+
+@admin.register(NodeSampleRollup)
+class NodeSampleRollupAdmin(_ReadOnlyHistoryAdmin):
+    list_display = ("node", "bucket", "samples", "cpu_busy_pct", "gpu_util_avg_pct")
+    raw_id_fields = ("node",)
+
+
+@admin.register(GPUSampleRollup)
+class GPUSampleRollupAdmin(_ReadOnlyHistoryAdmin):
+    list_display = ("gpu", "bucket", "samples", "utilization_gpu_pct", "temperature_c_max")
+    raw_id_fields = ("gpu",)
