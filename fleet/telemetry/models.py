@@ -108,6 +108,7 @@ class NodeStatus(models.Model):
     checkpoint_age_s = models.FloatField(null=True, blank=True)
     checkpoint = models.JSONField(default=dict, blank=True)
     inventory_hash = models.CharField(max_length=64, blank=True)
+    boot_id = models.CharField(max_length=64, blank=True, help_text="From the last inventory; a change is a reboot")
 
     class Meta:
         verbose_name_plural = "node statuses"

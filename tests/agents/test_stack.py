@@ -61,6 +61,7 @@ def test_host_files_and_tool_versions():
         "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
         "cpu_count": 2,
         "mem_total_bytes": 1024,
+        "boot_id": "6b1f5a0e-8c1d-4c5e-9d2a-3f8e7b6a5c4d",
     }
     assert ["python"] not in [c[:1] for c in runner.calls]  # no interpreter configured: no probe
 

@@ -27,7 +27,7 @@ def gpu_entry(index: int, **overrides) -> dict:
     return entry
 
 
-def inventory(gpus: list[dict], **stack) -> dict:
+def inventory(gpus: list[dict], boot_id: str = "1d1c8f5e-0000-4000-8000-000000000001", **stack) -> dict:
     base_stack = {"driver_version": "550.54.15", "cuda_driver_version": "12.4", "cuda_toolkits": ["12.4"],
                   "python": "3.11.7",
                   "frameworks": [{"name": "torch", "version": "2.4.0", "cuda": "12.4",
@@ -36,7 +36,7 @@ def inventory(gpus: list[dict], **stack) -> dict:
                   "os": "Ubuntu 22.04.4 LTS", "kernel": "5.15.0-105-generic"}
     base_stack.update(stack)
     inv = {"host": {"os": base_stack["os"], "kernel": base_stack["kernel"], "cpu_model": "Xeon", "cpu_count": 96,
-                    "mem_total_bytes": 2 << 40},
+                    "mem_total_bytes": 2 << 40, "boot_id": boot_id},
            "gpus": [{k: g[k] for k in ("index", "uuid", "name", "serial", "pci_bus_id", "memory_total_bytes",
                                        "compute_capability")} for g in gpus],
            "stack": base_stack}
@@ -54,7 +54,7 @@ class ReportBuilder:
         self.gpus = [gpu_entry(i) for i in range(gpus)]
 
     def report(self, *, at: datetime | None = None, with_inventory: bool = False, events=(), stack=None,
-               **overrides) -> dict:
+               boot_id: str = "1d1c8f5e-0000-4000-8000-000000000001", **overrides) -> dict:
         self.sequence += 1
         at = at or datetime.now(UTC)
         report = {
@@ -76,7 +76,7 @@ class ReportBuilder:
                       "bare_metal": True, "notice": None},
             "checkpoint": None,
             "events": list(events),
-            "inventory": inventory(self.gpus, **(stack or {})) if with_inventory else None,
+            "inventory": inventory(self.gpus, boot_id, **(stack or {})) if with_inventory else None,
         }
         report.update(overrides)
         return report

@@ -235,3 +235,16 @@ def test_preemption_notice_is_recorded_by_billing_after_commit(enroll, monkeypat
     assert sent == [("billing.record_preemption_notice", {"event_id": stored.pk}),
                     ("health.evaluate_nodes", {"node_ids": [agent.node_id]})]
     assert NodeStatus.objects.get().notice_kind == "terminate"
+
+
+def test_reboot_is_logged_when_the_boot_id_changes(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id, gpus=1)
+    agent.send(builder.report(with_inventory=True, boot_id="aaaaaaaa-1111"))
+    agent.send(builder.report(with_inventory=True, boot_id="aaaaaaaa-1111", stack={"kernel": "6.1"}))
+    assert not ChangeLogEntry.objects.filter(field="boot_id").exists()
+    agent.send(builder.report(with_inventory=True, boot_id="bbbbbbbb-2222"))
+    entry = ChangeLogEntry.objects.get(field="boot_id")
+    assert (entry.old, entry.new) == ("aaaaaaaa-1111", "bbbbbbbb-2222")
+    assert entry.summary.startswith("rebooted")
+    assert NodeStatus.objects.get().boot_id == "bbbbbbbb-2222"

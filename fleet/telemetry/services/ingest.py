@@ -104,9 +104,11 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
 
         status = _node_status(node_id, latest, now, instance_id)
         if inventory_reports:
-            status.inventory_hash = inventory_reports[-1]["inventory"].get("hash", "")
+            inventory = inventory_reports[-1]["inventory"]
+            status.inventory_hash = inventory.get("hash", "")
+            status.boot_id = (inventory.get("host") or {}).get("boot_id") or ""
             NodeStatus.objects.bulk_create([status], update_conflicts=True, unique_fields=["node"],
-                                           update_fields=_NODE_STATUS_FIELDS + ["inventory_hash"])
+                                           update_fields=_NODE_STATUS_FIELDS + ["inventory_hash", "boot_id"])
         else:
             NodeStatus.objects.bulk_create([status], update_conflicts=True, unique_fields=["node"],
                                            update_fields=_NODE_STATUS_FIELDS)

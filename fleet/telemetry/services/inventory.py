@@ -4,7 +4,7 @@ from datetime import datetime
 
 from fleet.inventory.models import GPU, Node, SoftwareStack
 
-from ..models import ChangeLogEntry
+from ..models import ChangeLogEntry, NodeStatus
 
 _STACK_FIELDS = {
     "driver_version": "driver", "cuda_driver_version": "CUDA (driver max)", "container_runtime": "container runtime",
@@ -77,6 +77,13 @@ def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, i
     new_count = len(seen)
     if existing and old_count != new_count:
         change("gpu_count", old_count, new_count, f"GPU count {old_count} → {new_count}")
+
+    boot_id = (inventory.get("host") or {}).get("boot_id")
+    if boot_id:
+        previous = NodeStatus.objects.filter(node_id=node_id).values_list("boot_id", flat=True).first()
+        if previous and previous != boot_id:
+            # The health engine counts these for Xid escalation ("came back after 2 reboots").
+            change("boot_id", previous, boot_id, f"rebooted (boot id {previous[:8]}… → {boot_id[:8]}…)")
 
     stack = inventory.get("stack")
     if stack is not None:
