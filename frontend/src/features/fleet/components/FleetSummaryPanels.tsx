@@ -38,12 +38,17 @@ function BreakdownBars({ breakdown }: { breakdown: Breakdown }) {
   );
 }
 
-function Stat({ value, label, bad = false }: { value: number; label: string; bad?: boolean }) {
-  return (
-    <div className={`stat${bad ? " stat--bad" : ""}`}>
+function Stat({ value, label, bad = false, to }: { value: number; label: string; bad?: boolean; to?: string }) {
+  const body = (
+    <>
       <span className="stat__value">{formatNumber(value)}</span>
       <span className="stat__label">{label}</span>
-    </div>
+    </>
+  );
+  return to ? (
+    <Link className={`stat${bad ? " stat--bad" : ""}`} to={to}>{body}</Link>
+  ) : (
+    <div className={`stat${bad ? " stat--bad" : ""}`}>{body}</div>
   );
 }
 
@@ -58,7 +63,7 @@ export function FleetSummaryPanels() {
             <Stat value={data.nodes} label={t("overview.nodes")} />
             <Stat value={data.gpus} label={t("overview.gpus")} />
             <Stat value={data.reporting} label={t("overview.reporting")} />
-            <Stat value={data.silent} label={t("overview.silent")} bad={data.silent > 0} />
+            <Stat value={data.silent} label={t("overview.silent")} bad={data.silent > 0} to="/nodes?silent=true" />
             {data.nvml_unavailable ? <Stat value={data.nvml_unavailable} label={t("overview.nvmlUnavailable")} bad /> : null}
           </div>
           <div className="grid grid--breakdowns">

@@ -14,6 +14,7 @@ export interface NodeListParams {
   delivery_form?: string;
   billing_mode?: string;
   state?: string;
+  silent?: string;
   label?: string;
 }
 

@@ -33,6 +33,22 @@ describe("NodesPage", () => {
     expect(screen.getByRole("columnheader", { name: "State" })).toHaveAttribute("aria-sort", "ascending");
   });
 
+  it("filters silent nodes on the server", async () => {
+    const api = fakeApi({
+      "GET /api/v1/nodes/": { count: 1, results: [node(3, "gcp-0003")] },
+      "GET /api/v1/providers/": { count: 0, results: [] },
+      "GET /api/v1/pools/": { count: 0, results: [] },
+    });
+    const user = userEvent.setup();
+    renderWithProviders(<NodesPage />, { role: "viewer" });
+    await screen.findByRole("link", { name: "gcp-0003" });
+    await user.selectOptions(screen.getByLabelText("Reporting"), "true");
+    await waitFor(() => {
+      const last = api.calls.filter((c) => c.url.pathname === "/api/v1/nodes/").at(-1)!;
+      expect(last.url.searchParams.get("silent")).toBe("true");
+    });
+  });
+
   it("says when no node matches", async () => {
     fakeApi({ "GET /api/v1/nodes/": { count: 0, results: [] }, "GET /api/v1/providers/": { count: 0, results: [] }, "GET /api/v1/pools/": { count: 0, results: [] } });
     renderWithProviders(<NodesPage />, { role: "viewer" });

@@ -11,7 +11,7 @@ import { Pagination } from "@/shared/ui/Pagination";
 import { Empty, ErrorState, Loading } from "@/shared/ui/QueryState";
 import { useNodes } from "../api/getNodes";
 
-const FILTER_KEYS = ["search", "provider", "provider_slug", "pool", "delivery_form", "billing_mode", "state", "label", "ordering", "page"] as const;
+const FILTER_KEYS = ["search", "provider", "provider_slug", "pool", "delivery_form", "billing_mode", "state", "silent", "label", "ordering", "page"] as const;
 const PAGE_SIZE = 50;
 
 const SORTABLE = [
@@ -47,6 +47,7 @@ export function NodesPage() {
     delivery_form: filters.delivery_form || undefined,
     billing_mode: filters.billing_mode || undefined,
     state: filters.state || undefined,
+    silent: filters.silent || undefined,
     label: filters.label || undefined,
   });
 
@@ -103,6 +104,14 @@ export function NodesPage() {
           <select value={filters.state} onChange={(e) => setFilters({ state: e.target.value })}>
             <option value="">{t("filter.all")}</option>
             {NODE_STATES.map((state) => <option key={state} value={state}>{t(`nodeState.${state}`)}</option>)}
+          </select>
+        </label>
+        <label className="field">
+          <span>{t("nodes.reporting")}</span>
+          <select value={filters.silent} onChange={(e) => setFilters({ silent: e.target.value })}>
+            <option value="">{t("filter.all")}</option>
+            <option value="false">{t("nodes.reportingYes")}</option>
+            <option value="true">{t("nodes.reportingSilent")}</option>
           </select>
         </label>
         <label className="field">

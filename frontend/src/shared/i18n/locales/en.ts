@@ -42,7 +42,8 @@ const en = {
   },
   nodes: {
     title: "Nodes", filtersLabel: "Node filters", search: "Search", searchPlaceholder: "hostname, instance or machine id",
-    label: "Label", caption: "Nodes, one page at a time", none: "No nodes match these filters.", pagination: "Nodes pages",
+    label: "Label", reporting: "Reporting", reportingYes: "reporting", reportingSilent: "silent",
+    caption: "Nodes, one page at a time", none: "No nodes match these filters.", pagination: "Nodes pages",
     col: {
       hostname: "Hostname", provider: "Provider", pool: "Pool", state: "State", deliveryForm: "Delivery form",
       billingMode: "Billing mode", updated: "Updated", gpus: "GPUs",

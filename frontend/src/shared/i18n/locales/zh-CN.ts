@@ -42,7 +42,8 @@ const zhCN = {
   },
   nodes: {
     title: "节点", filtersLabel: "节点筛选", search: "搜索", searchPlaceholder: "主机名、实例 ID 或机器 ID",
-    label: "标签", caption: "节点列表（分页）", none: "没有符合筛选条件的节点。", pagination: "节点分页",
+    label: "标签", reporting: "上报状态", reportingYes: "正常上报", reportingSilent: "已失联",
+    caption: "节点列表（分页）", none: "没有符合筛选条件的节点。", pagination: "节点分页",
     col: {
       hostname: "主机名", provider: "供应商", pool: "资源池", state: "状态", deliveryForm: "交付形态",
       billingMode: "计费方式", updated: "更新时间", gpus: "GPU",
