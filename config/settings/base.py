@@ -126,7 +126,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "fleet.core.api.errors.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
-    "DEFAULT_THROTTLE_RATES": {"agent": env_str("AGENT_RATE_LIMIT", "120/min")},
+    "DEFAULT_THROTTLE_RATES": {"agent": env_str("AGENT_RATE_LIMIT", "120/min"),
+                               "enroll": env_str("ENROLL_RATE_LIMIT", "600/min")},
 }
 
 SPECTACULAR_SETTINGS = {

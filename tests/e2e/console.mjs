@@ -141,7 +141,7 @@ try {
   await gpuTable.locator('[role="img"] canvas').first().waitFor();
   const sparkLabel = await gpuTable.locator('[role="img"]').first().getAttribute("aria-label");
   check(/over the last hour/.test(sparkLabel ?? ""), `GPU sparklines are drawn (${sparkLabel})`);
-  check((await gpuTable.locator("tbody tr").nth(1).innerText()).includes("81 %"), "GPU 1 shows its live utilisation");
+  check(/\d+ %/.test(await gpuTable.locator("tbody tr").nth(1).innerText()), "GPU 1 shows its live utilisation");
   check((await page.getByTestId("events-panel").innerText()).includes("Xid 79"), "the Xid 79 event is listed");
   await shot("03-cloud-node");
 

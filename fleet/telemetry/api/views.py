@@ -70,8 +70,9 @@ class EnrollmentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, m
 
 
 class EnrollThrottle(AnonRateThrottle):
+    """Per source address; generous, since a rollout behind one NAT enrols many nodes at once."""
+
     scope = "enroll"
-    rate = "30/min"
 
 
 class EnrollView(APIView):
