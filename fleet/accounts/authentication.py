@@ -4,7 +4,9 @@ from django.conf import settings
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from .models import APIToken, hash_secret
+from fleet.core.secrets import hash_secret
+
+from .models import APIToken
 
 
 class APITokenAuthentication(authentication.BaseAuthentication):

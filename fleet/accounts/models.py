@@ -1,5 +1,3 @@
-import hashlib
-
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.utils import timezone
@@ -14,11 +12,6 @@ class User(AbstractUser):
         if self.is_superuser:
             return True
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
-
-
-def hash_secret(secret: str) -> str:
-    # Keys are 32+ random bytes, so a fast hash is enough (no dictionary to attack) and keeps auth cheap.
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class APIToken(models.Model):

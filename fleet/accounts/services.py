@@ -1,13 +1,12 @@
-import secrets
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
 from fleet.core.models import AuditEntry
-from fleet.core.services import audit_record
+from fleet.core.secrets import new_secret
+from fleet.core.services import audit_record, revoke
 
-from .models import APIToken, User, hash_secret
+from .models import APIToken, User
 
 TOKEN_PREFIX = "fleet_"
 
@@ -15,10 +14,10 @@ TOKEN_PREFIX = "fleet_"
 def api_token_create(*, user: User, name: str, write_enabled: bool = True,
                      expires_at: datetime | None = None, actor=None) -> tuple[APIToken, str]:
     """Create a token and return it with its plain key, which is never stored or shown again."""
-    key = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    key, prefix, key_hash = new_secret(TOKEN_PREFIX)
     with transaction.atomic():
         token = APIToken.objects.create(
-            user=user, name=name, prefix=key[: len(TOKEN_PREFIX) + 4], key_hash=hash_secret(key),
+            user=user, name=name, prefix=prefix, key_hash=key_hash,
             write_enabled=write_enabled, expires_at=expires_at,
         )
         audit_record(actor=actor or user, action=AuditEntry.Action.CREATE, instance=token,
@@ -28,12 +27,7 @@ def api_token_create(*, user: User, name: str, write_enabled: bool = True,
 
 
 def api_token_revoke(*, token: APIToken, actor) -> APIToken:
-    if token.revoked_at is None:
-        with transaction.atomic():
-            token.revoked_at = timezone.now()
-            token.save(update_fields=["revoked_at"])
-            audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=token, note="revoked")
-    return token
+    return revoke(instance=token, actor=actor)
 
 
 def user_create(*, username: str, password: str | None, role: str, email: str = "", actor=None) -> User:

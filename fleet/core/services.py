@@ -1,5 +1,8 @@
+import json
+
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models
+from django.db import models, transaction
+from django.utils import timezone
 
 from .models import AuditEntry
 
@@ -10,8 +13,6 @@ def _jsonable(data):
     """Round-trip through Django's encoder so Decimals, datetimes and UUIDs store as JSON."""
     if data is None:
         return None
-    import json
-
     return json.loads(_encoder.encode(data))
 
 
@@ -33,3 +34,13 @@ def audit_record(*, actor, action: str, instance: models.Model | None = None, ob
         after=_jsonable(after),
         note=note[:200],
     )
+
+
+def revoke(*, instance: models.Model, actor) -> models.Model:
+    """Stamp `revoked_at` on a token-like row once, with an audit entry; revoking twice changes nothing."""
+    if instance.revoked_at is None:
+        with transaction.atomic():
+            instance.revoked_at = timezone.now()
+            instance.save(update_fields=["revoked_at"])
+            audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=instance, note="revoked")
+    return instance

@@ -9,7 +9,7 @@ from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
 from fleet.core.models import AuditEntry
-from fleet.core.services import audit_record
+from fleet.core.services import audit_record, revoke
 from fleet.inventory.choices import NodeState
 from fleet.inventory.models import Node
 
@@ -35,12 +35,7 @@ def enrollment_token_create(*, actor, name: str, provider, delivery_form: str, b
 
 
 def enrollment_token_revoke(*, token: EnrollmentToken, actor) -> EnrollmentToken:
-    if token.revoked_at is None:
-        with transaction.atomic():
-            token.revoked_at = timezone.now()
-            token.save(update_fields=["revoked_at"])
-            audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=token, note="revoked")
-    return token
+    return revoke(instance=token, actor=actor)
 
 
 @dataclass
