@@ -15,11 +15,14 @@ COPY pyproject.toml README.md ./
 COPY agents/ ./agents/
 COPY config/ ./config/
 COPY fleet/ ./fleet/
-RUN pip install . ./agents
+RUN pip install "setuptools>=70" wheel && pip install . ./agents
 COPY manage.py ./
 COPY --from=frontend /frontend/dist ./frontend/dist
-RUN SECRET_KEY=build-only-$(python -c 'import secrets; print(secrets.token_urlsafe(60))') \
-    python manage.py collectstatic --noinput
+# Static files for whitenoise, and the agent wheels that /install.sh serves to nodes (nvidia-ml-py included,
+# for nodes without internet access).
+RUN export SECRET_KEY=build-only-$(python -c 'import secrets; print(secrets.token_urlsafe(60))') \
+    && python manage.py collectstatic --noinput \
+    && python manage.py build_agent_wheels --with-deps
 USER fleet
 EXPOSE 8000
 CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4", "--access-logfile", "-"]
