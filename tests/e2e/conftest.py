@@ -5,13 +5,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import process_env
+from tests.processes import process_env, running
 
 ROOT = Path(__file__).resolve().parents[2]
 FRONTEND = ROOT / "frontend"
@@ -68,41 +67,26 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:  # noqa: S310 (loopback)
+            return response.status == 200
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="session")
 def live_server_url(console_dist, django_db_setup, tmp_path_factory):
     """gunicorn serving the API and the built console from the test database."""
-    env = process_env()
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=env,
-                   check=True, timeout=120)
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT,
+                   env=process_env(), check=True, timeout=120)
     port = _free_port()
-    log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-             "--threads", "8", "--worker-class", "gthread", "--timeout", "60", "--access-logfile", "-"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:  # noqa: S310 (loopback)
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"gunicorn did not start:\n{log.read_text()[-4000:]}")
-            time.sleep(0.3)
-        proc.log_path = log
+    log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+               "--threads", "8", "--worker-class", "gthread", "--timeout", "60", "--access-logfile", "-"]
+    with running(command, log=log, ready=lambda: _healthy(url), what="gunicorn"):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def run_console_script(*, base_url: str, artifacts: Path, env: dict, timeout: int = 120) -> subprocess.CompletedProcess:

@@ -9,19 +9,10 @@ from fleet.health.models import Finding
 from fleet.health.tasks import evaluate_nodes
 from fleet.inventory.models import GPU
 from tests.health.factories import EventFactory, healthy_node
+from tests.processes import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("seeded_catalog")]
-
-
-def _wait_for(query, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = query.first()
-        if found is not None:
-            return found
-        time.sleep(0.2)
-    return None
 
 
 def test_worker_opens_the_finding_after_an_urgent_event(celery_worker):
@@ -33,8 +24,8 @@ def test_worker_opens_the_finding_after_an_urgent_event(celery_worker):
 
     started = time.monotonic()
     evaluate_nodes.delay(node_ids=[node.pk])
-    finding = _wait_for(Finding.objects.filter(node=node, rule__slug="xid", state="open"))
-    assert finding is not None, celery_worker.log_path.read_text()[-3000:]
+    finding = wait_for(lambda: Finding.objects.filter(node=node, rule__slug="xid", state="open").first(),
+                       what=f"an open xid finding (worker log: {celery_worker.log_path})")
     assert time.monotonic() - started < 30
     assert (finding.step, finding.layer, finding.responsible_party) == ("platform_hardware", "hardware",
                                                                          "hardware_vendor")

@@ -23,6 +23,7 @@ from fleet.telemetry.tasks import mark_silent_nodes
 from fleet_agent.simulator import SimulatedAgent, parse_scenario
 from fleet_agent.timeutil import utc_now
 from tests.factories import UserFactory
+from tests.processes import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -66,16 +67,6 @@ def _scenario(name: str):
     for fault in data["nodes"][0].get("faults", []):
         fault.setdefault("clear_at_s", fault["at_s"] + 30)
     return parse_scenario(data, name)
-
-
-def _wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _evaluate(node_id: int) -> None:
@@ -131,14 +122,14 @@ def test_fault_scenario_opens_and_resolves_finding(scenario, rule, step, layer, 
             time.sleep(2.5)  # 2 report intervals of 1 s without a report
             mark_silent_nodes.delay().get(timeout=30)
         _evaluate(node_id)
-        finding = _wait_for(lambda: Finding.objects.filter(node_id=node_id, rule__slug=rule, state="open").first(),
+        finding = wait_for(lambda: Finding.objects.filter(node_id=node_id, rule__slug=rule, state="open").first(),
                             what=f"an open {rule} finding")
         assert (finding.step, finding.layer, finding.responsible_party) == (step, layer, party)
         assert finding.recommended_action
         assert finding.evidence
         if rule == "preemption_notice":
             # Ingestion handed the notice to billing too: the announced preemption is on record with its lead time.
-            record = _wait_for(lambda: PreemptionRecord.objects.filter(node_id=node_id).first(),
+            record = wait_for(lambda: PreemptionRecord.objects.filter(node_id=node_id).first(),
                                what="a preemption record")
             assert record.notice_lead_time_s is not None and record.notice_lead_time_s > 0
 
@@ -177,7 +168,7 @@ def test_same_fault_routes_to_provider_on_cloud_and_to_hardware_vendor_on_owned_
             agent.step(31)
             assert agent.deliver(force=True)
             _evaluate(node_id)
-            finding = _wait_for(lambda nid=node_id: Finding.objects.filter(node_id=nid, rule__slug="xid").first(),
+            finding = wait_for(lambda nid=node_id: Finding.objects.filter(node_id=nid, rule__slug="xid").first(),
                                 what="an xid finding")
             parties[provider] = (finding.responsible_party, finding.recommended_action)
         finally:
