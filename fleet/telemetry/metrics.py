@@ -76,34 +76,26 @@ class FleetCollector:
         yield from families.values()
         yield throttled
 
-        severities = _optional("fleet.health.selectors", "findings_by_severity")
-        if severities is not None:
-            findings = GaugeMetricFamily("fleet_findings_open", "Open findings", labels=["severity"])
-            for severity, count in severities().items():
-                findings.add_metric([severity], count)
-            yield findings
+        # Imported here: health and billing import telemetry models, so a module-level import would cycle.
+        from fleet.billing.selectors import preemption_rates_for_metrics
+        from fleet.health.selectors import findings_by_severity
 
-        rates = _optional("fleet.billing.selectors", "preemption_rates_for_metrics")
-        if rates is not None:
-            for gauge in rates():
-                family = GaugeMetricFamily(gauge.name, gauge.documentation, labels=list(gauge.labels))
-                for labels, value in gauge.samples:
-                    family.add_metric(list(labels), value)
-                yield family
+        findings = GaugeMetricFamily("fleet_findings_open", "Open findings", labels=["severity"])
+        for severity, count in findings_by_severity().items():
+            findings.add_metric([severity], count)
+        yield findings
+
+        for gauge in preemption_rates_for_metrics():
+            family = GaugeMetricFamily(gauge.name, gauge.documentation, labels=list(gauge.labels))
+            for labels, value in gauge.samples:
+                family.add_metric(list(labels), value)
+            yield family
 
         depth = queue_depth()
         if depth is not None:
             queue = GaugeMetricFamily("fleet_task_queue_depth", "Messages waiting in the default Celery queue")
             queue.add_metric([], depth)
             yield queue
-
-
-def _optional(module: str, name: str):
-    try:
-        mod = __import__(module, fromlist=[name])
-    except ImportError:
-        return None
-    return getattr(mod, name, None)
 
 
 def queue_depth() -> int | None:

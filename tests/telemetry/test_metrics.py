@@ -27,6 +27,8 @@ def test_metrics_parse_and_carry_gpu_and_node_gauges(enroll):
     assert (up.labels["node"], up.value) == ("gpu-metrics", 1.0)
     assert families["fleet_reports_accepted"].samples[0].value >= 1
     assert "fleet_ingest_seconds" in families
+    assert {s.labels["severity"] for s in families["fleet_findings_open"].samples} <= {"critical", "warning", "info"}
+    assert "fleet_preemptions" in families
 
 
 def test_metrics_bearer_token(settings):

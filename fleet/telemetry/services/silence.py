@@ -26,8 +26,6 @@ def mark_silent_nodes(*, now: datetime) -> dict:
 
 def _notify_billing(node_ids: list[int], now: datetime) -> None:
     """A silent spot node may have been reclaimed; billing records the preemption when the cloud confirms."""
-    try:
-        from fleet.billing.services import preemption_on_node_silent
-    except ImportError:
-        return
+    from fleet.billing.services import preemption_on_node_silent  # here: billing imports telemetry models
+
     preemption_on_node_silent(node_ids=node_ids, now=now)
