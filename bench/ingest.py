@@ -152,6 +152,21 @@ def _healthz(host, port, seconds, threads):
     return count[0] / seconds
 
 
+def _cpu_seconds(match) -> float:
+    """CPU time (user + system) of the live processes whose command line matches; Linux /proc only."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if match(cmdline):
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=64)
@@ -185,7 +200,12 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.2)
-        baseline = _healthz("127.0.0.1", args.port, min(5.0, args.seconds), args.threads)
+        web = (lambda cmd: "gunicorn" in cmd and "config.wsgi" in cmd)  # noqa: E731
+        database = (lambda cmd: cmd.startswith("postgres"))  # noqa: E731
+        healthz_seconds = min(5.0, args.seconds)
+        web_cpu = _cpu_seconds(web)
+        baseline = _healthz("127.0.0.1", args.port, healthz_seconds, args.threads)
+        healthz_web_cpu = (_cpu_seconds(web) - web_cpu) / max(baseline * healthz_seconds, 1)
         latencies: list[float] = []
         errors: list = []
         lock = threading.Lock()
@@ -193,6 +213,7 @@ def main() -> None:
         slices = [agents[i::args.threads] for i in range(args.threads)]
         threads = [threading.Thread(target=_worker, args=("127.0.0.1", args.port, s, deadline, latencies, errors,
                                                           lock, args.gzip, args.batch)) for s in slices if s]
+        web_cpu, db_cpu = _cpu_seconds(web), _cpu_seconds(database)
         started = time.perf_counter()
         client_cpu = time.process_time()
         for t in threads:
@@ -201,6 +222,7 @@ def main() -> None:
             t.join()
         elapsed = time.perf_counter() - started
         client_cpu = time.process_time() - client_cpu
+        web_cpu, db_cpu = _cpu_seconds(web) - web_cpu, _cpu_seconds(database) - db_cpu
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -215,6 +237,9 @@ def main() -> None:
         "request_p99_ms": round(quantiles[98] * 1000, 1), "healthz_per_s": round(baseline, 1),
         "ratio_to_healthz": round(rate / baseline, 3) if baseline else None,
         "client_cpu_ms_per_report": round(1000 * client_cpu / max(len(latencies) * args.batch, 1), 2),
+        "healthz_web_cpu_ms_per_request": round(1000 * healthz_web_cpu, 2),
+        "web_cpu_ms_per_report": round(1000 * web_cpu / max(len(latencies) * args.batch, 1), 2),
+        "postgres_cpu_ms_per_report": round(1000 * db_cpu / max(len(latencies) * args.batch, 1), 2),
     }, indent=2))
 
 

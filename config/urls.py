@@ -5,12 +5,14 @@ from rest_framework.routers import SimpleRouter
 
 from fleet.core.api.views import AuditEntryViewSet
 from fleet.core.views import healthz, readyz
+from fleet.telemetry.api.urls import agent_urlpatterns
 from fleet.telemetry.views import agent_file, agent_index, install_script, metrics_view
 
 core_router = SimpleRouter()
 core_router.register("audit", AuditEntryViewSet)
 
 api_v1 = [
+    path("", include(agent_urlpatterns)),
     path("", include("fleet.accounts.api.urls")),
     path("", include("fleet.inventory.api.urls")),
     path("", include("fleet.telemetry.api.urls")),
@@ -20,6 +22,7 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    path("api/v1/", include(api_v1)),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
@@ -27,7 +30,6 @@ urlpatterns = [
     path("agent/files/", agent_index, name="agent-index"),
     path("agent/files/<str:name>", agent_file, name="agent-file"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("fleet.console.urls")),

@@ -79,7 +79,10 @@ def _database(url: str) -> dict:
             "timeout": 20,
         }
     else:
-        config["CONN_HEALTH_CHECKS"] = True
+        # A persistent connection is checked (one `SELECT 1`) at the start of each request that reuses it, so a
+        # restarted database costs no failed request. Off saves a round trip per request; after a database
+        # restart each worker then fails one request and reconnects.
+        config["CONN_HEALTH_CHECKS"] = env_bool("DATABASE_CONN_HEALTH_CHECKS", True)
     return config
 
 

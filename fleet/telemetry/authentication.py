@@ -1,9 +1,12 @@
 """Agent authentication: `Authorization: Node <credential>` identifies exactly one node."""
 
 from dataclasses import dataclass
+from functools import cache
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
+
+from fleet.core import rowsets
 
 from .models import NodeCredential
 from .secrets import hash_secret
@@ -36,8 +39,9 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
             return None
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Node <credential>'.")
-        row = (NodeCredential.objects.filter(key_hash=hash_secret(header[1].decode(errors="replace")))
-               .values_list("pk", "node_id", "revoked_at").first())
+        # Every agent request passes here: plain SQL, since compiling the equivalent queryset costs more CPU
+        # than running it.
+        row = rowsets.fetch_one(_credential_sql(), hash_secret(header[1].decode(errors="replace")))
         if row is None:
             raise exceptions.AuthenticationFailed("Unknown node credential.")
         if row[2] is not None:
@@ -47,6 +51,11 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return "Node"
+
+
+@cache
+def _credential_sql() -> str:
+    return f"SELECT id, node_id, revoked_at FROM {NodeCredential._meta.db_table} WHERE key_hash = %s"
 
 
 class IsNodeAgent(permissions.BasePermission):

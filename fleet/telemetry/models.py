@@ -161,10 +161,13 @@ class GPUStatus(models.Model):
         return f"status of GPU {self.gpu_id}"
 
 
+# The sample tables take nine rows per report. Their foreign keys carry no database constraint (the ORM still
+# cascades deletes) and no index of their own (the (key, at) index covers lookups by key): each constraint check
+# locks the parent row, and each index is one more write per row. See docs/performance.md.
 class NodeSample(models.Model):
     """Raw node history (one row per report), kept for the raw retention window."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
     at = models.DateTimeField()
     cpu_busy_pct = models.FloatField(null=True)
     cpu_steal_pct = models.FloatField(null=True)
@@ -181,7 +184,7 @@ class NodeSample(models.Model):
 class GPUSample(models.Model):
     """Raw per-GPU history (one row per GPU per report)."""
 
-    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="+")
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
     at = models.DateTimeField()
     utilization_gpu_pct = models.FloatField(null=True)
     memory_used_bytes = models.BigIntegerField(null=True)

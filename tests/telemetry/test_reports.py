@@ -1,12 +1,14 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 
 from fleet.inventory.models import GPU, Node
 from fleet.telemetry.models import ChangeLogEntry, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
 from tests.telemetry.reports import ReportBuilder
 
 pytestmark = pytest.mark.django_db
+postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's two-round-trip path")
 
 XID79 = ("[ 1234.567890] NVRM: Xid (PCI:0000:01:00): 79, pid=<unknown>, name=<unknown>, "
          "GPU has fallen off the bus.")
@@ -212,6 +214,68 @@ def test_query_count_is_constant_per_batch(enroll, django_assert_max_num_queries
     agent.send(builder.report(with_inventory=True))
     with django_assert_max_num_queries(11):  # 9 statements + the test transaction's savepoint pair
         assert agent.send(*[builder.report() for _ in range(20)]).json()["accepted"] == 20
+
+
+@postgresql_only
+def test_steady_batch_on_postgresql_is_credential_gpu_map_and_one_statement(enroll, django_assert_num_queries):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    with django_assert_num_queries(5) as captured:  # 3 + the test transaction's savepoint pair
+        assert agent.send(builder.report(), builder.report()).json()["accepted"] == 2
+    assert captured.captured_queries[-2]["sql"].startswith("WITH guard AS (UPDATE")
+    assert NodeSample.objects.count() == 3
+    assert GPUSample.objects.count() == 24
+
+
+def test_replayed_and_overlapping_steady_batches_store_nothing_twice(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    second, third, fourth = builder.report(), builder.report(), builder.report()
+    assert agent.send(second, third).json()["accepted"] == 2
+    assert agent.send(second, third).json() == {"acked_sequence": 3, "agent_instance_id": builder.instance_id,
+                                                "accepted": 0, "duplicates": 2}
+    body = agent.send(third, fourth).json()
+    assert (body["accepted"], body["duplicates"], body["acked_sequence"]) == (1, 1, 4)
+    assert NodeSample.objects.count() == 4
+    assert GPUSample.objects.count() == 32
+    assert NodeStatus.objects.get().sequence == 4
+
+
+def test_a_reported_gpu_without_a_row_gets_one(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    GPU.objects.filter(node_id=agent.node_id, index=7).delete()
+    assert agent.send(builder.report()).json()["accepted"] == 1
+    assert GPUStatus.objects.filter(node_id=agent.node_id).count() == 8
+    assert GPU.objects.filter(node_id=agent.node_id).count() == 8
+
+
+@pytest.mark.django_db(transaction=True)
+@postgresql_only
+def test_gpu_row_deleted_after_the_map_was_read_falls_back_and_loses_nothing(enroll, monkeypatch, seeded_catalog):
+    from fleet.core import rowsets
+
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    real_fetch_all = rowsets.fetch_all
+    victim = GPU.objects.get(node_id=agent.node_id, index=3)
+
+    def fetch_then_delete(sql, *params):  # the GPU row goes away between the map read and the write
+        rows = real_fetch_all(sql, *params)
+        if sql.startswith("SELECT uuid, id FROM") and GPU.objects.filter(pk=victim.pk).exists():
+            GPU.objects.filter(pk=victim.pk).delete()
+        return rows
+
+    monkeypatch.setattr(rowsets, "fetch_all", fetch_then_delete)
+    body = agent.send(builder.report()).json()
+    assert (body["accepted"], body["acked_sequence"]) == (1, 2)
+    assert NodeSample.objects.count() == 2
+    assert GPUStatus.objects.filter(node_id=agent.node_id).count() == 8  # the general path re-created the GPU
+    assert GPU.objects.filter(node_id=agent.node_id, uuid=victim.uuid).exists()
 
 
 def test_preemption_notice_is_recorded_by_billing_after_commit(enroll, monkeypatch,

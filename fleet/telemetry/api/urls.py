@@ -17,9 +17,14 @@ router.register("events", EventViewSet)
 router.register("nodes", NodeTelemetryViewSet, basename="node-telemetry")
 router.register("gpus", GPUTelemetryViewSet, basename="gpu-telemetry")
 
-urlpatterns = [
-    path("agent/enroll", EnrollView.as_view(), name="agent-enroll"),
+# Every agent calls these every interval: config.urls lists them before all other API routes, so resolving
+# them costs a couple of pattern matches instead of walking every viewset's routes.
+agent_urlpatterns = [
     path("agent/reports", ReportsView.as_view(), name="agent-reports"),
+    path("agent/enroll", EnrollView.as_view(), name="agent-enroll"),
+]
+
+urlpatterns = [
     path("fleet/summary/", FleetSummaryView.as_view(), name="fleet-summary"),
     *router.urls,
 ]

@@ -9,11 +9,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
 from fleet.accounts.choices import Role
+from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
 from fleet.inventory.models import GPU, Node
 
@@ -98,13 +100,18 @@ class EnrollView(APIView):
 
 
 class NodeRateThrottle(SimpleRateThrottle):
-    """Per-node flood protection for the agent endpoints."""
+    """Per-node flood protection for the agent endpoints: a fixed window per node (`AGENT_RATE_LIMIT`)."""
 
     scope = "agent"
 
-    def get_cache_key(self, request, view):
+    def allow_request(self, request, view):
         node_id = getattr(request.user, "node_id", None)
-        return None if node_id is None else self.cache_format % {"scope": self.scope, "ident": node_id}
+        if self.rate is None or node_id is None:
+            return True
+        return ratelimit.hit(f"{self.scope}:{node_id}", self.duration) <= self.num_requests
+
+    def wait(self):
+        return ratelimit.seconds_left(self.duration)
 
 
 def _read_body(request) -> bytes:
@@ -137,6 +144,7 @@ class ReportsView(APIView):
     permission_classes = [IsNodeAgent]
     throttle_classes = [NodeRateThrottle]
     parser_classes: list = []
+    renderer_classes = [JSONRenderer]  # agents read JSON only; skips negotiating the browsable API
 
     @extend_schema(
         request={"application/json": {"type": "object", "description": "See docs/agent-protocol.md and the "

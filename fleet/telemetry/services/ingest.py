@@ -1,18 +1,30 @@
 """The ingestion hot path: one batch of agent reports stored in a small, constant number of queries.
 
-Per batch: lock the agent epoch, read the node's GPU map, then bulk-write the latest node and GPU status,
-history samples and events, and move the epoch's acknowledged sequence. Inventory and stack changes are
-applied only when the report says its inventory hash changed (rare). Urgent events schedule an
-immediate health evaluation after commit.
+Two paths share the row building and differ in how they guard against replays:
+
+* Steady state on PostgreSQL (a batch without inventory or events, i.e. nearly all of them): read the node's
+  GPU map, then one statement that advances the agent epoch only if every report is new and, in the same
+  statement, writes the latest node and GPU status and the history samples. Two round trips, no explicit
+  transaction (`_ingest_steady`).
+* Everything else, and every batch on SQLite: one transaction that locks the epoch row and reads the GPU map
+  (one query), applies inventory and stack changes when the batch carries an inventory (its hash changed),
+  writes the same rows plus events, and acknowledges the sequence. Urgent events schedule an immediate health
+  evaluation after commit (`_ingest`).
+
+Rows are written set-based (`fleet.core.rowsets`: one statement per table, the rows as one JSON parameter).
+The hot path deliberately avoids ORM querysets: compiling a query cost more CPU than running it.
 """
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 
 from celery import current_app
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 
+from fleet.core import rowsets
 from fleet.inventory.models import GPU
 
 from ..choices import URGENT_EVENT_KINDS, EventKind
@@ -22,21 +34,21 @@ from .inventory import inventory_apply
 
 logger = logging.getLogger(__name__)
 
-_NODE_STATUS_FIELDS = [
+_NODE_STATUS_FIELDS = (
     "received_at", "collected_at", "sequence", "agent_instance_id", "agent_version", "interval_s", "silent",
     "silent_since", "nvml_status", "nvml_message", "gpu_count_seen", "lost_gpus", "cpu_busy_pct", "cpu_steal_pct",
     "cpu_iowait_pct", "mem_total_bytes", "mem_available_bytes", "load1", "disk_await_ms_max", "disk_util_pct_max",
     "tcp_retrans_pct", "system", "cloud", "notice_kind", "notice_deadline", "checkpoint_age_s", "checkpoint",
-]
-_GPU_STATUS_FIELDS = [
-    "node", "collected_at", "lost", "utilization_gpu_pct", "utilization_memory_pct", "memory_used_bytes",
+)
+_GPU_STATUS_FIELDS = (
+    "node_id", "collected_at", "lost", "utilization_gpu_pct", "utilization_memory_pct", "memory_used_bytes",
     "memory_total_bytes", "temperature_c", "power_draw_w", "power_limit_w", "sm_clock_mhz", "clock_event_reasons_mask",
     "clock_event_reasons", "ecc_volatile_corrected", "ecc_volatile_uncorrected", "ecc_aggregate_corrected",
     "ecc_aggregate_uncorrected", "retired_pages_count", "retired_pages_pending", "remapped_rows_correctable",
     "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure", "pcie_gen_current",
     "pcie_gen_max", "pcie_width_current", "pcie_width_max", "process_count", "process_memory_bytes", "processes",
     "nvlink",
-]
+)
 
 
 class NodeMismatch(Exception):
@@ -63,73 +75,144 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
     if len(instances) != 1:
         raise ValueError("one batch must come from one agent instance")
     instance_id = instances.pop()
+    if connection.vendor == "postgresql" and not any(r.get("inventory") or r.get("events") for r in reports):
+        result = _ingest_steady(node_id, instance_id, reports, now)
+        if result is not None:
+            return result
+    return _ingest(node_id, instance_id, reports, now)
 
+
+def _ingest_steady(node_id: int, instance_id: str, reports: list[dict], now: datetime) -> IngestResult | None:
+    """The steady state on PostgreSQL (no inventory, no events: nearly every batch) in two round trips.
+
+    Read the GPU map, then one statement that advances the epoch only if every report is new and, only if it did,
+    writes the rows; PostgreSQL runs it atomically without an explicit transaction. Returns None when the batch
+    needs the general path: a GPU without a row, a replay or overlap, a new agent instance, or a GPU row that
+    went away meanwhile (the statement then stored nothing).
+    """
+    gpu_ids = dict(rowsets.fetch_all(_sql_gpu_map(), node_id))
+    if any(g.get("uuid") and g["uuid"] not in gpu_ids for r in reports for g in r.get("gpus") or []):
+        return None
+    guard = rowsets.statement(_sql_epoch_advance(), reports[-1]["sequence"], now, node_id, instance_id,
+                              reports[0]["sequence"])
+    writes = _status_writes(node_id, instance_id, reports, gpu_ids, now, guarded=True)
+    try:
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            stored = rowsets.execute_guarded(guard, writes)
+    except IntegrityError:
+        return None
+    if not stored:
+        return None
+    return IngestResult(acked_sequence=reports[-1]["sequence"], agent_instance_id=instance_id,
+                        accepted=len(reports))
+
+
+def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) -> IngestResult:
+    """Every case, on every database, in one transaction that locks the agent's epoch first."""
     with transaction.atomic():
-        epoch = AgentEpoch.objects.select_for_update().filter(node_id=node_id, instance_id=instance_id).first()
-        if epoch is None:  # a new agent instance: its first batch (rare), so the extra round trips don't matter
+        # One round trip: the epoch row (locked) and the node's GPU map, a row per GPU.
+        rows = rowsets.fetch_all(_sql_epoch_lock(), node_id, instance_id)
+        if not rows:  # a new agent instance: its first batch (rare), so the extra round trips don't matter
             AgentEpoch.objects.bulk_create([AgentEpoch(node_id=node_id, instance_id=instance_id)],
                                            ignore_conflicts=True)
-            epoch = AgentEpoch.objects.select_for_update().get(node_id=node_id, instance_id=instance_id)
-        fresh = [r for r in reports if r["sequence"] > epoch.last_sequence]
-        result = IngestResult(acked_sequence=epoch.last_sequence, agent_instance_id=instance_id,
+            rows = rowsets.fetch_all(_sql_epoch_lock(), node_id, instance_id)
+        epoch_id, last_sequence = rows[0][:2]
+        fresh = [r for r in reports if r["sequence"] > last_sequence]
+        result = IngestResult(acked_sequence=last_sequence, agent_instance_id=instance_id,
                               duplicates=len(reports) - len(fresh))
         if not fresh:
             return result
 
-        gpu_ids = dict(GPU.objects.filter(node_id=node_id).values_list("uuid", "pk"))
         inventory_reports = [r for r in fresh if r.get("inventory")]
         if inventory_reports:
             gpu_ids = inventory_apply(node_id=node_id, report=inventory_reports[-1], now=now)
-        gpu_ids = _ensure_reported_gpus(node_id, fresh, gpu_ids)
-        pci_to_gpu = dict(GPU.objects.filter(node_id=node_id).values_list("pci_bus_id", "pk")) if any(
-            r.get("events") for r in fresh) else {}
-
-        latest = fresh[-1]
-        node_samples, gpu_samples, events = [], [], []
-        gpu_status: dict[int, GPUStatus] = {}
-        for report in fresh:
-            at = parse_time(report["collected_at"])
-            system = report.get("system") or {}
-            gpus = report.get("gpus") or []
-            node_samples.append(_node_sample(node_id, at, system, gpus))
-            for gpu in gpus:
-                gpu_pk = gpu_ids.get(gpu.get("uuid"))
-                if gpu_pk is None:
-                    continue
-                gpu_samples.append(_gpu_sample(gpu_pk, at, gpu))
-                gpu_status[gpu_pk] = _gpu_status(gpu_pk, node_id, at, gpu)
-            notice = (report.get("cloud") or {}).get("notice")
-            for event in report.get("events") or []:
-                events.append(_event(node_id, at, event, gpu_ids, pci_to_gpu, notice))
-
-        status = _node_status(node_id, latest, now, instance_id)
-        if inventory_reports:
-            inventory = inventory_reports[-1]["inventory"]
-            status.inventory_hash = inventory.get("hash", "")
-            status.boot_id = (inventory.get("host") or {}).get("boot_id") or ""
-            NodeStatus.objects.bulk_create([status], update_conflicts=True, unique_fields=["node"],
-                                           update_fields=_NODE_STATUS_FIELDS + ["inventory_hash", "boot_id"])
         else:
-            NodeStatus.objects.bulk_create([status], update_conflicts=True, unique_fields=["node"],
-                                           update_fields=_NODE_STATUS_FIELDS)
-        if gpu_status:
-            GPUStatus.objects.bulk_create(list(gpu_status.values()), update_conflicts=True, unique_fields=["gpu"],
-                                          update_fields=_GPU_STATUS_FIELDS)
-        NodeSample.objects.bulk_create(node_samples)
-        if gpu_samples:
-            GPUSample.objects.bulk_create(gpu_samples)
+            gpu_ids = {uuid: pk for _, _, uuid, pk in rows if pk is not None}
+        gpu_ids = _ensure_reported_gpus(node_id, fresh, gpu_ids)
+        writes = _status_writes(node_id, instance_id, fresh, gpu_ids, now,
+                                inventory=inventory_reports[-1]["inventory"] if inventory_reports else None)
+        writes.append(rowsets.statement(_sql_epoch_ack(), fresh[-1]["sequence"],
+                                        connection.ops.adapt_datetimefield_value(now), epoch_id))
+        rowsets.execute(writes)
+        events = _events(node_id, fresh, gpu_ids)
         if events:
             created = Event.objects.bulk_create(events)
             result.events = [e.pk for e in created if e.pk is not None]
-        AgentEpoch.objects.filter(pk=epoch.pk).update(last_sequence=latest["sequence"], updated_at=now)
 
         result.accepted = len(fresh)
-        result.acked_sequence = latest["sequence"]
+        result.acked_sequence = fresh[-1]["sequence"]
         result.urgent_events = sum(1 for e in events if e.kind in URGENT_EVENT_KINDS)
         if result.urgent_events:
             notices = [e.pk for e in events if e.kind == EventKind.PREEMPTION_NOTICE and e.pk is not None]
             transaction.on_commit(lambda: _after_urgent(node_id, notices))
     return result
+
+
+def _status_writes(node_id: int, instance_id: str, reports: list[dict], gpu_ids: dict[str, int], now: datetime,
+                   *, inventory: dict | None = None, guarded: bool = False) -> list[rowsets.Statement]:
+    """The latest node and GPU status (upserts) and the history samples of new reports."""
+    node_samples, gpu_samples = [], []
+    gpu_status: dict[int, dict] = {}
+    for report in reports:
+        at = parse_time(report["collected_at"])
+        gpus = report.get("gpus") or []
+        node_samples.append(_node_sample(node_id, at, report.get("system") or {}, gpus))
+        for gpu in gpus:
+            gpu_pk = gpu_ids.get(gpu.get("uuid"))
+            if gpu_pk is not None:
+                gpu_samples.append(_gpu_sample(gpu_pk, at, gpu))
+                gpu_status[gpu_pk] = _gpu_status(gpu_pk, node_id, at, gpu)
+    status = _node_status(node_id, reports[-1], now, instance_id)
+    update = _NODE_STATUS_FIELDS
+    if inventory is not None:
+        status["inventory_hash"] = inventory.get("hash", "")
+        status["boot_id"] = (inventory.get("host") or {}).get("boot_id") or ""
+        update = (*update, "inventory_hash", "boot_id")
+    writes = [rowsets.insert_rows(NodeStatus, [status], conflict="node_id", update=update, guarded=guarded),
+              rowsets.insert_rows(NodeSample, node_samples, guarded=guarded)]
+    if gpu_status:
+        writes.append(rowsets.insert_rows(GPUStatus, list(gpu_status.values()), conflict="gpu_id",
+                                          update=_GPU_STATUS_FIELDS, guarded=guarded))
+        writes.append(rowsets.insert_rows(GPUSample, gpu_samples, guarded=guarded))
+    return writes
+
+
+def _events(node_id: int, reports: list[dict], gpu_ids: dict[str, int]) -> list[Event]:
+    if not any(r.get("events") for r in reports):
+        return []
+    pci_to_gpu = dict(GPU.objects.filter(node_id=node_id).values_list("pci_bus_id", "pk"))
+    events = []
+    for report in reports:
+        at = parse_time(report["collected_at"])
+        notice = (report.get("cloud") or {}).get("notice")
+        for event in report.get("events") or []:
+            events.append(_event(node_id, at, event, gpu_ids, pci_to_gpu, notice))
+    return events
+
+
+@cache
+def _sql_epoch_lock() -> str:  # built on first use, once models are loaded
+    epochs, gpus = AgentEpoch._meta.db_table, GPU._meta.db_table
+    lock = " FOR UPDATE OF e" if connection.features.has_select_for_update_of else ""
+    return (f"SELECT e.id, e.last_sequence, g.uuid, g.id FROM {epochs} e "
+            f"LEFT JOIN {gpus} g ON g.node_id = e.node_id WHERE e.node_id = %s AND e.instance_id = %s{lock}")
+
+
+@cache
+def _sql_epoch_ack() -> str:
+    return f"UPDATE {AgentEpoch._meta.db_table} SET last_sequence = %s, updated_at = %s WHERE id = %s"
+
+
+@cache
+def _sql_epoch_advance() -> str:
+    """Move the epoch to the batch's last sequence only if its first is new; the row lock orders racing batches."""
+    return (f"UPDATE {AgentEpoch._meta.db_table} SET last_sequence = %s, updated_at = %s "
+            "WHERE node_id = %s AND instance_id = %s AND last_sequence < %s")
+
+
+@cache
+def _sql_gpu_map() -> str:
+    return f"SELECT uuid, id FROM {GPU._meta.db_table} WHERE node_id = %s"
 
 
 def _after_urgent(node_id: int, notice_event_ids: list[int]) -> None:
@@ -169,7 +252,7 @@ def _nested(data: dict | None, *keys):
     return data
 
 
-def _node_status(node_id: int, report: dict, now: datetime, instance_id: str) -> NodeStatus:
+def _node_status(node_id: int, report: dict, now: datetime, instance_id: str) -> dict:
     system = report.get("system") or {}
     visibility = report.get("visibility") or {}
     cloud = report.get("cloud") or {}
@@ -178,10 +261,10 @@ def _node_status(node_id: int, report: dict, now: datetime, instance_id: str) ->
     disks = system.get("disks") or []
     awaits = [d["await_ms"] for d in disks if d.get("await_ms") is not None]
     utils = [d["util_pct"] for d in disks if d.get("util_pct") is not None]
-    return NodeStatus(
+    return dict(
         node_id=node_id, received_at=now, collected_at=parse_time(report["collected_at"]),
         sequence=report["sequence"], agent_instance_id=instance_id,
-        agent_version=(report.get("agent") or {}).get("version") or "", interval_s=report.get("interval_s") or 15,
+        agent_version=(report.get("agent") or {}).get("version") or "", interval_s=int(report.get("interval_s") or 15),
         silent=False, silent_since=None,
         nvml_status=visibility.get("nvml") or "ok", nvml_message=(visibility.get("message") or "")[:500],
         gpu_count_seen=visibility.get("gpu_count"), lost_gpus=visibility.get("lost_gpus") or [],
@@ -193,12 +276,13 @@ def _node_status(node_id: int, report: dict, now: datetime, instance_id: str) ->
         notice_kind=notice.get("kind") or "",
         notice_deadline=parse_time(notice["deadline"]) if notice.get("deadline") else None,
         checkpoint_age_s=checkpoint.get("newest_age_s"), checkpoint=checkpoint,
+        inventory_hash="", boot_id="",  # set only by reports that carry an inventory
     )
 
 
-def _gpu_status(gpu_pk: int, node_id: int, at: datetime, gpu: dict) -> GPUStatus:
+def _gpu_status(gpu_pk: int, node_id: int, at: datetime, gpu: dict) -> dict:
     processes = gpu.get("processes") or []
-    return GPUStatus(
+    return dict(
         gpu_id=gpu_pk, node_id=node_id, collected_at=at, lost=bool(gpu.get("lost")),
         utilization_gpu_pct=gpu.get("utilization_gpu_pct"), utilization_memory_pct=gpu.get("utilization_memory_pct"),
         memory_used_bytes=gpu.get("memory_used_bytes"), memory_total_bytes=gpu.get("memory_total_bytes"),
@@ -224,10 +308,10 @@ def _gpu_status(gpu_pk: int, node_id: int, at: datetime, gpu: dict) -> GPUStatus
     )
 
 
-def _node_sample(node_id: int, at: datetime, system: dict, gpus: list[dict]) -> NodeSample:
+def _node_sample(node_id: int, at: datetime, system: dict, gpus: list[dict]) -> dict:
     total, available = system.get("mem_total_bytes"), system.get("mem_available_bytes")
     utils = [g["utilization_gpu_pct"] for g in gpus if g.get("utilization_gpu_pct") is not None]
-    return NodeSample(
+    return dict(
         node_id=node_id, at=at, cpu_busy_pct=system.get("cpu_busy_pct"), cpu_steal_pct=system.get("cpu_steal_pct"),
         cpu_iowait_pct=system.get("cpu_iowait_pct"),
         mem_used_pct=round(100.0 * (total - available) / total, 2) if total and available is not None else None,
@@ -236,8 +320,8 @@ def _node_sample(node_id: int, at: datetime, system: dict, gpus: list[dict]) -> 
     )
 
 
-def _gpu_sample(gpu_pk: int, at: datetime, gpu: dict) -> GPUSample:
-    return GPUSample(
+def _gpu_sample(gpu_pk: int, at: datetime, gpu: dict) -> dict:
+    return dict(
         gpu_id=gpu_pk, at=at, utilization_gpu_pct=gpu.get("utilization_gpu_pct"),
         memory_used_bytes=gpu.get("memory_used_bytes"), temperature_c=gpu.get("temperature_c"),
         power_draw_w=gpu.get("power_draw_w"), sm_clock_mhz=gpu.get("sm_clock_mhz"),
