@@ -1,12 +1,18 @@
 """Ingest benchmark: N simulated agents against gunicorn + PostgreSQL on this machine.
 
-    .venv/bin/python bench/ingest.py --agents 64 --seconds 20
+    .venv/bin/python bench/ingest.py --agents 64 --seconds 20               # saturation (closed loop)
+    .venv/bin/python bench/ingest.py --agents 64 --threads 32 --rate 200    # agents on a schedule (open loop)
 
 Creates a scratch database (`fleet_bench` on the local PostgreSQL unless --database-url), migrates,
-enrols N nodes, starts gunicorn, and drives it from client threads that each play one agent at a time:
+enrols N nodes, starts gunicorn, and drives it from client threads that each play a share of the agents:
 8 GPUs per report, one report per request, like agents at their interval. It measures the trivial
-`/healthz` throughput with the same client first (the baseline), then sustained reports/s and the
-p50/p99 latency of report POSTs, and prints both with their ratio.
+`/healthz` throughput with the same client first (the baseline), then reports/s and the p50/p99 latency
+of report POSTs, prints both with their ratio, and the CPU spent per report by the web workers,
+PostgreSQL and the client (from /proc, so Linux only).
+
+Closed loop finds the most the server does, with every request queued behind others (so latency is at
+its worst). Open loop (--rate) sends on a fixed schedule the way a fleet does and charges late answers
+from the scheduled time; the highest rate whose p99 stays under the target is the sustainable one.
 """
 
 import argparse
@@ -97,19 +103,29 @@ class SimAgent:
         return report
 
 
-def _worker(host, port, agents, deadline, latencies, errors, lock, compress, batch):
+def _worker(host, port, agents, deadline, latencies, errors, lock, compress, batch, interval=None, phase=0.0):
+    """Closed loop (interval None): send the next request as soon as the last one is answered. Open loop: send
+    on a fixed schedule, one request every `interval` seconds, and count latency from the scheduled time, so a
+    stalled server is charged for the requests it delayed (no coordinated omission)."""
     conn = http.client.HTTPConnection(host, port, timeout=30)
     local = []
     i = 0
+    first = time.perf_counter() + phase
     while time.perf_counter() < deadline:
         agent = agents[i % len(agents)]
-        i += 1
         body = orjson.dumps({"reports": [agent.next_report() for _ in range(batch)]})
         headers = {"Content-Type": "application/json", "Authorization": f"Node {agent.credential}"}
         if compress:
             body = gzip.compress(body, 1)
             headers["Content-Encoding"] = "gzip"
-        started = time.perf_counter()
+        if interval is None:
+            started = time.perf_counter()
+        else:
+            started = first + i * interval
+            if started >= deadline:
+                break
+            time.sleep(max(0.0, started - time.perf_counter()))
+        i += 1
         try:
             conn.request("POST", "/api/v1/agent/reports", body, headers)
             response = conn.getresponse()
@@ -175,6 +191,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--gzip", action="store_true")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="requests/s offered on a fixed schedule (open loop, like agents on their interval); "
+                             "0 = closed loop: each client thread sends as soon as it has an answer (saturation)")
     parser.add_argument("--batch", type=int, default=1,
                         help="reports per request (1 = steady state; more = a spool flushing after an outage)")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14", help="cache for rate limits")
@@ -206,13 +225,24 @@ def main() -> None:
         web_cpu = _cpu_seconds(web)
         baseline = _healthz("127.0.0.1", args.port, healthz_seconds, args.threads)
         healthz_web_cpu = (_cpu_seconds(web) - web_cpu) / max(baseline * healthz_seconds, 1)
+        # Warm-up, not measured: every worker compiles the report schema and opens its database connection on
+        # its first report, and the tables and indexes get cached, as on a server that has been up a while.
+        warm_lock = threading.Lock()
+        warm = [threading.Thread(target=_worker, args=("127.0.0.1", args.port, agents[i::4], time.perf_counter() + 3,
+                                                       [], [], warm_lock, args.gzip, 1)) for i in range(4)]
+        for t in warm:
+            t.start()
+        for t in warm:
+            t.join()
         latencies: list[float] = []
         errors: list = []
         lock = threading.Lock()
         deadline = time.perf_counter() + args.seconds
-        slices = [agents[i::args.threads] for i in range(args.threads)]
-        threads = [threading.Thread(target=_worker, args=("127.0.0.1", args.port, s, deadline, latencies, errors,
-                                                          lock, args.gzip, args.batch)) for s in slices if s]
+        slices = [s for s in (agents[i::args.threads] for i in range(args.threads)) if s]
+        interval = len(slices) / args.rate if args.rate else None
+        threads = [threading.Thread(target=_worker, args=(
+            "127.0.0.1", args.port, s, deadline, latencies, errors, lock, args.gzip, args.batch, interval,
+            (interval or 0) * n / len(slices))) for n, s in enumerate(slices)]
         web_cpu, db_cpu = _cpu_seconds(web), _cpu_seconds(database)
         started = time.perf_counter()
         client_cpu = time.process_time()
@@ -231,7 +261,8 @@ def main() -> None:
     print(json.dumps({
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(), "agents": args.agents,
         "gpus_per_report": 8, "client_threads": args.threads, "gunicorn_workers": args.workers, "gzip": args.gzip,
-        "reports_per_request": args.batch, "requests": len(latencies), "reports": len(latencies) * args.batch,
+        "reports_per_request": args.batch, "offered_requests_per_s": args.rate or None,
+        "requests": len(latencies), "reports": len(latencies) * args.batch,
         "errors": len(errors), "seconds": round(elapsed, 1),
         "reports_per_s": round(rate, 1), "request_p50_ms": round(quantiles[49] * 1000, 1),
         "request_p99_ms": round(quantiles[98] * 1000, 1), "healthz_per_s": round(baseline, 1),
