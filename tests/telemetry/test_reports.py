@@ -312,3 +312,42 @@ def test_reboot_is_logged_when_the_boot_id_changes(enroll):
     assert (entry.old, entry.new) == ("aaaaaaaa-1111", "bbbbbbbb-2222")
     assert entry.summary.startswith("rebooted")
     assert NodeStatus.objects.get().boot_id == "bbbbbbbb-2222"
+
+
+@pytest.mark.django_db(transaction=True)
+@postgresql_only
+def test_racing_copies_of_a_batch_are_stored_once(enroll, seeded_catalog):
+    """An agent that times out and resends while the first request is still being served: both copies race on
+    the epoch row; exactly one stores, the other is acknowledged as a duplicate."""
+    import threading
+
+    from django.db import connections
+
+    from fleet.telemetry.services.ingest import reports_ingest
+    from fleet.telemetry.validation import validate_batch
+
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    outcomes = []
+
+    def post(reports, barrier):
+        try:
+            barrier.wait()
+            result = reports_ingest(node_id=agent.node_id, reports=reports, now=datetime.now(UTC))
+            outcomes.append((result.accepted, result.duplicates, result.acked_sequence))
+        finally:
+            connections.close_all()
+
+    for _ in range(10):
+        batch = validate_batch({"reports": [builder.report(), builder.report()]}, now=datetime.now(UTC))
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=post, args=(batch, barrier)) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        last = batch[-1]["sequence"]
+        assert sorted(outcomes[-2:]) == [(0, 2, last), (2, 0, last)]
+    assert NodeSample.objects.count() == 1 + 20
+    assert GPUSample.objects.count() == 8 * 21
