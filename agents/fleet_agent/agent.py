@@ -141,6 +141,11 @@ class AgentCore:
             self._pending_events.extend(events)
         return events
 
+    def add_events(self, events: list[dict]) -> None:
+        """Queue events from a source that pushes them (NVML's Xid events) for the next report."""
+        with self._lock:
+            self._pending_events.extend(events)
+
     def has_urgent_pending(self) -> bool:
         with self._lock:
             return any(is_urgent(event) for event in self._pending_events)

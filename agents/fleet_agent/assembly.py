@@ -39,7 +39,7 @@ def resolve_kernel_log_source(setting: str) -> str | None:
         return "journal"
     log.warning(
         "no readable kernel log (need root or CAP_SYSLOG for /dev/kmsg, or journalctl): Xid "
-        "errors will only be seen through NVML"
+        "errors come from NVML events unless nvml_events = off; SXid and AER are not seen"
     )
     return None
 

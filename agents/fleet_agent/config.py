@@ -19,6 +19,7 @@ DEFAULT_CONFIG_FILE = "/etc/fleet-agent/agent.toml"
 ENV_PREFIX = "FLEET_AGENT_"
 CLOUD_CHOICES = ("auto", "aws", "gcp", "azure", "alibaba", "tencent", "oracle", "none")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+NVML_EVENT_CHOICES = ("auto", "on", "off")
 
 
 class ConfigError(ValueError):
@@ -95,6 +96,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sys_root", _text, "/sys", "where /sys is mounted (cloud detection from DMI)"),
     Setting("host_root", _text, "/", "host file system root (os-release, CUDA toolkits, machine-id)"),
     Setting("kernel_log", _text, "auto", "kmsg, journal, off, auto, or a file path"),
+    Setting(
+        "nvml_events",
+        _choice(NVML_EVENT_CHOICES),
+        "auto",
+        "Xid events from NVML: auto (only when no kernel log is readable), on, off",
+    ),
     Setting("cloud", _choice(CLOUD_CHOICES), "auto", "force the cloud provider, or none for bare metal"),
     Setting("metadata_url", validate_server_url, None, "override the cloud metadata base URL"),
     Setting(

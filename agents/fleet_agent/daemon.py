@@ -8,7 +8,9 @@ Threads, and why each exists:
 * watcher — polls the cloud notice endpoint and the kernel log every ``notice_poll_s`` (≤ 5 s) and
   pushes an urgent report at once when an Xid, a lost GPU or a preemption notice shows up;
 * stack — re-probes the software stack (framework imports take seconds) and, until it is known, the
-  cloud identity, every ``stack_refresh_s``.
+  cloud identity, every ``stack_refresh_s``;
+* nvml-events — only where NVML's Xid events are on (by default: when no kernel log is readable, e.g. a
+  container without CAP_SYSLOG): blocks in ``nvmlEventSetWait`` and reports an Xid at once.
 
 SIGTERM/SIGINT stop the loop, then the sender gets a bounded flush before the process exits.
 """
@@ -25,12 +27,15 @@ from fleet_agent.agent import AgentCore
 from fleet_agent.assembly import delivery_target, load_identity, make_core, resolve_kernel_log_source
 from fleet_agent.config import Config
 from fleet_agent.credentials import credential_path, load_enrollment
+from fleet_agent.nvml import XidEventWatcher
 from fleet_agent.sender import Delivery, SenderThread
 from fleet_agent.spool import Spool
 
 log = logging.getLogger(__name__)
 
 FLUSH_TIMEOUT_S = 10.0
+NVML_EVENTS_WAIT_MS = 1000  # how long one wait blocks; also how soon a stop is noticed
+NVML_EVENTS_RETRY_S = 30.0  # NVML down or no GPU supports the events: try registering again
 
 
 class Daemon:
@@ -40,15 +45,18 @@ class Daemon:
         self.spool = Spool(config.spool_path, max_bytes=config.spool_max_bytes)
         self.identity = load_identity(config)
         self.interval_s = self._interval()
+        kernel_log_source = resolve_kernel_log_source(config.kernel_log)
         self.core: AgentCore = make_core(
             config,
             sequences=self.spool,
             spool=self.spool,
             identity=self.identity,
-            kernel_log_source=resolve_kernel_log_source(config.kernel_log),
+            kernel_log_source=kernel_log_source,
             kernel_log_state=config.spool_path.with_name("kernel_log.state"),
             nvml_module=nvml_module,
         )
+        # Both sources would report every Xid twice; NVML's events stand in for a kernel log we cannot read.
+        self.nvml_events = config.nvml_events == "on" or (config.nvml_events == "auto" and kernel_log_source is None)
         self.core.builder.interval_s = self.interval_s
         self.sender = SenderThread(
             Delivery(self.spool, delivery_target(config, self.identity)), poll_s=self.interval_s
@@ -92,6 +100,9 @@ class Daemon:
             threading.Thread(target=self._watch, name="fleet-agent-watcher", daemon=True),
             threading.Thread(target=self._refresh_stack, name="fleet-agent-stack", daemon=True),
         ]
+        if self.nvml_events:
+            helpers.append(threading.Thread(target=self._watch_nvml_events, name="fleet-agent-nvml-events",
+                                            daemon=True))
         for thread in helpers:
             thread.start()
         try:
@@ -135,6 +146,26 @@ class Daemon:
                     self.sender.wake(urgent=True)
             except Exception:  # noqa: BLE001
                 log.exception("urgent watcher failed")
+
+    def _watch_nvml_events(self) -> None:
+        """Register for Xid events (again after a failure or while NVML is down) and report each batch."""
+        watcher = XidEventWatcher(self.core.nvml)
+        try:
+            while not self.stop_event.is_set():
+                if not watcher.watching and not watcher.open():
+                    self.stop_event.wait(NVML_EVENTS_RETRY_S)
+                    continue
+                events = watcher.wait(NVML_EVENTS_WAIT_MS)
+                if not events:
+                    continue
+                log.warning("NVML reported %s", ", ".join(e["message"] for e in events))
+                self.core.add_events(events)
+                self.core.collect(urgent=True, poll_sources=False)
+                self.sender.wake(urgent=True)
+        except Exception:  # noqa: BLE001 - the collection loop goes on without this source
+            log.exception("NVML event watcher failed")
+        finally:
+            watcher.close()
 
     def _refresh_stack(self) -> None:
         while not self.stop_event.wait(self.config.stack_refresh_s):

@@ -480,3 +480,113 @@ class NvmlAdapter:
                 "raw": f"NVMLError_GpuIsLost on GPU index {index}",
             }
         )
+
+
+# -- Xid events -----------------------------------------------------------------------------------
+
+EVENT_TYPE_XID_CRITICAL_ERROR = 0x8  # nvmlEventTypeXidCriticalError
+ERROR_TIMEOUT = 10
+
+
+def _handle_key(handle: Any) -> Any:
+    """A device handle as a dict key: the address behind pynvml's ctypes pointer (the event's ``device``
+    is a new pointer object to the same device), or the handle itself for a stand-in module."""
+    import ctypes
+
+    try:
+        return ctypes.cast(handle, ctypes.c_void_p).value
+    except (TypeError, ctypes.ArgumentError):
+        return handle
+
+
+class XidEventWatcher:
+    """Xid critical errors from NVML's event API, for nodes where the kernel log cannot be read.
+
+    The kernel log is the primary Xid source (it also carries SXid, AER and the driver's detail text), but a
+    container without CAP_SYSLOG cannot read it. NVML delivers the same Xid number through
+    ``nvmlEventSetWait_v2``. ``open()`` registers every GPU that supports the event type; ``wait()`` blocks up
+    to a timeout (outside the adapter's lock, NVML is thread-safe) and returns protocol events with the GPU's
+    uuid and bus id, known from registration time because a GPU that fell off the bus cannot be asked.
+    """
+
+    def __init__(self, adapter: NvmlAdapter):
+        self._adapter = adapter
+        self._set: Any = None
+        self._devices: dict[Any, tuple[str | None, str | None]] = {}
+
+    @property
+    def watching(self) -> int:
+        return len(self._devices)
+
+    def open(self) -> int:
+        """Register the GPUs; returns how many are watched (0: nothing to wait for)."""
+        adapter = self._adapter
+        with adapter._lock:
+            if adapter._ensure_initialised() is not None:
+                return 0
+            module, error = adapter._module, adapter._error_class
+            try:
+                self._set = module.nvmlEventSetCreate()
+                for index in range(module.nvmlDeviceGetCount()):
+                    handle = module.nvmlDeviceGetHandleByIndex(index)
+                    try:
+                        supported = module.nvmlDeviceGetSupportedEventTypes(handle)
+                        if not supported & EVENT_TYPE_XID_CRITICAL_ERROR:
+                            continue
+                        module.nvmlDeviceRegisterEvents(handle, EVENT_TYPE_XID_CRITICAL_ERROR, self._set)
+                    except error as err:  # type: ignore[misc] - vGPU guests, old boards: skip that GPU
+                        adapter._warn(f"events:{index}:{getattr(err, 'value', None)}",
+                                      "GPU %d: no NVML Xid events (%s)", index, err)
+                        continue
+                    static = adapter._static.get(index) or adapter._read_static(index, handle)
+                    self._devices[_handle_key(handle)] = (static.get("uuid"), static.get("pci_bus_id"))
+            except error as err:  # type: ignore[misc]
+                adapter._warn(f"events:{getattr(err, 'value', None)}", "NVML Xid events unavailable: %s", err)
+                self.close()
+                return 0
+        return len(self._devices)
+
+    def wait(self, timeout_ms: int) -> list[dict]:
+        """Events that arrived within ``timeout_ms`` (and any queued right behind the first); [] on timeout."""
+        if self._set is None:
+            return []
+        module, error = self._adapter._module, self._adapter._error_class
+        events = []
+        wait_ms = timeout_ms
+        while True:
+            try:
+                data = module.nvmlEventSetWait_v2(self._set, wait_ms)
+            except error as err:  # type: ignore[misc]
+                if getattr(err, "value", None) != ERROR_TIMEOUT:
+                    self._adapter._warn(f"events-wait:{getattr(err, 'value', None)}", "NVML event wait failed: %s",
+                                        err)
+                return events
+            if data.eventType == EVENT_TYPE_XID_CRITICAL_ERROR:
+                events.append(self._event(data))
+            wait_ms = 0  # drain what is already queued, then hand the batch over
+
+    def close(self) -> None:
+        if self._set is not None:
+            try:
+                self._adapter._module.nvmlEventSetFree(self._set)
+            except Exception as err:  # noqa: BLE001 - closing, nothing left to protect
+                log.debug("nvmlEventSetFree failed: %s", err)
+        self._set = None
+        self._devices.clear()
+
+    def _event(self, data: Any) -> dict:
+        from fleet_agent.xid import xid_info
+
+        code = int(data.eventData)
+        uuid, bus_id = self._devices.get(_handle_key(data.device), (None, None))
+        info = xid_info(code)
+        return {
+            "kind": "xid",
+            "at": rfc3339(self._adapter._clock()),
+            "gpu_uuid": uuid,
+            "pci_bus_id": bus_id,
+            "code": code,
+            "severity": info["severity"],
+            "message": f"Xid {code} ({info['meaning']}), reported by NVML",
+            "raw": f"nvmlEventTypeXidCriticalError eventData={code}",
+        }

@@ -10,7 +10,9 @@ the adapter cannot tell it from a GPU node. What it returns is plain mutable sta
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +190,8 @@ def _stable_serial(node_key: str, index: int) -> str:
 
 
 class SimulatedHandle:
-    """Opaque device handle (the real one is a ctypes pointer)."""
+    """Opaque device handle (the real one is a ctypes pointer; two pointers to one device compare equal
+    by address, so these compare equal by index)."""
 
     __slots__ = ("index",)
 
@@ -197,6 +200,43 @@ class SimulatedHandle:
 
     def __repr__(self) -> str:
         return f"<simulated nvmlDevice {self.index}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SimulatedHandle) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(("nvmlDevice", self.index))
+
+
+@dataclass
+class SimulatedEventData:
+    """``c_nvmlEventData_t``'s fields. Not the ctypes struct itself: its ``device`` field is a ctypes
+    pointer, and a simulated handle is not one."""
+
+    device: SimulatedHandle
+    eventType: int  # noqa: N815 - pynvml's field names
+    eventData: int  # noqa: N815
+    gpuInstanceId: int = 0xFFFFFFFF  # noqa: N815 - "not a MIG instance"
+    computeInstanceId: int = 0xFFFFFFFF  # noqa: N815
+
+
+class SimulatedEventSet:
+    """``nvmlEventSet_t``: a queue that ``nvmlEventSetWait_v2`` blocks on."""
+
+    def __init__(self) -> None:
+        self._queue: deque[SimulatedEventData] = deque()
+        self._ready = threading.Condition()
+        self.freed = False
+
+    def put(self, data: SimulatedEventData) -> None:
+        with self._ready:
+            self._queue.append(data)
+            self._ready.notify_all()
+
+    def take(self, timeout_ms: int) -> SimulatedEventData | None:
+        with self._ready:
+            self._ready.wait_for(lambda: self._queue, timeout=timeout_ms / 1000)
+            return self._queue.popleft() if self._queue else None
 
 
 def _raise(code: int) -> None:
@@ -227,11 +267,14 @@ class SimulatedNvml:
         self.init_error = init_error
         self.missing_functions = set(missing_functions or ())
         self.init_count = 0
+        self._registrations: list[tuple[SimulatedEventSet, SimulatedGpu, int]] = []
 
     def __getattr__(self, name: str) -> Any:
         # Constants and error classes come from the real bindings so they are identical; functions
         # never do (a real call would try to load libnvidia-ml).
-        if name.startswith(("NVML_", "NVMLError", "nvmlClocksEventReason", "nvmlClocksThrottleReason")):
+        if name.startswith(
+            ("NVML_", "NVMLError", "nvmlClocksEventReason", "nvmlClocksThrottleReason", "nvmlEventType")
+        ):
             return getattr(pynvml, name)
         raise AttributeError(name)
 
@@ -391,6 +434,52 @@ class SimulatedNvml:
             )
             for proc in gpu.processes
         ]
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self) -> SimulatedEventSet:
+        self._check_function("nvmlEventSetCreate")
+        return SimulatedEventSet()
+
+    def nvmlDeviceGetSupportedEventTypes(self, handle: SimulatedHandle) -> int:
+        self._check_function("nvmlDeviceGetSupportedEventTypes")
+        gpu = self._gpu(handle, "events")
+        types = pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypePState | pynvml.nvmlEventTypeClock
+        if "ecc" not in gpu.unsupported:
+            types |= pynvml.nvmlEventTypeSingleBitEccError | pynvml.nvmlEventTypeDoubleBitEccError
+        return types
+
+    def nvmlDeviceRegisterEvents(self, handle: SimulatedHandle, event_types: int,
+                                 event_set: SimulatedEventSet) -> None:
+        self._check_function("nvmlDeviceRegisterEvents")
+        gpu = self._gpu(handle, "events")
+        if event_types & ~self.nvmlDeviceGetSupportedEventTypes(handle):
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        self._registrations.append((event_set, gpu, event_types))
+
+    def nvmlEventSetWait_v2(self, event_set: SimulatedEventSet, timeoutms: int) -> SimulatedEventData:
+        self._check_function("nvmlEventSetWait_v2")
+        data = event_set.take(timeoutms)
+        if data is None:
+            _raise(pynvml.NVML_ERROR_TIMEOUT)
+        return data
+
+    def nvmlEventSetWait(self, event_set: SimulatedEventSet, timeoutms: int) -> SimulatedEventData:
+        return self.nvmlEventSetWait_v2(event_set, timeoutms)
+
+    def nvmlEventSetFree(self, event_set: SimulatedEventSet) -> None:
+        self._initialised()
+        event_set.freed = True
+        self._registrations = [r for r in self._registrations if r[0] is not event_set]
+
+    def emit_xid(self, gpu: SimulatedGpu, code: int) -> None:
+        """What the driver does on an Xid: an event to every set that registered Xid events for the GPU."""
+        if not gpu.enumerated:
+            return
+        handle = SimulatedHandle(self._enumerated().index(gpu))
+        for event_set, registered, types in self._registrations:
+            if registered is gpu and types & pynvml.nvmlEventTypeXidCriticalError:
+                event_set.put(SimulatedEventData(handle, pynvml.nvmlEventTypeXidCriticalError, code))
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -254,13 +254,13 @@ class SimulatedAgent:
         return [self.nvml.gpus[i] for i in fault.gpu_indices(len(self.nvml.gpus))]
 
     def _start(self, fault: Fault) -> None:
-        params, uptime = fault.params, self.proc.uptime
+        params = fault.params
         if fault.kind == "xid":
             for gpu in self._gpus(fault):
-                self.kernel_log.xid(uptime, gpu.bus_id, int(params["code"]), params.get("message"))
+                self._xid(gpu, int(params["code"]), params.get("message"))
         elif fault.kind == "gpu_lost":
             for gpu in self._gpus(fault):
-                self.kernel_log.xid(uptime, gpu.bus_id, 79)
+                self._xid(gpu, 79)
                 gpu.lost = True
         elif fault.kind == "gpu_missing":
             for gpu in self._gpus(fault):
@@ -273,17 +273,17 @@ class SimulatedAgent:
                 if "retired_pages" not in gpu.unsupported:  # pre-Ampere boards retire the page instead
                     gpu.retired_pages.setdefault(_DOUBLE_BIT_ECC, []).append(0x1A2B3C000 + count)
                     gpu.retired_pending = True
-                self.kernel_log.xid(uptime, gpu.bus_id, 48)
+                self._xid(gpu, 48)
         elif fault.kind == "row_remap_pending":
             for gpu in self._gpus(fault):
                 correctable, uncorrectable, _pending, failure = gpu.remapped
                 gpu.remapped = (correctable, uncorrectable + 1, 1, failure)
-                self.kernel_log.xid(uptime, gpu.bus_id, 63)
+                self._xid(gpu, 63)
         elif fault.kind == "row_remap_failure":
             for gpu in self._gpus(fault):
                 correctable, uncorrectable, pending, _failure = gpu.remapped
                 gpu.remapped = (correctable, uncorrectable + 1, pending, 1)
-                self.kernel_log.xid(uptime, gpu.bus_id, 64)
+                self._xid(gpu, 64)
         elif fault.kind == "driver_upgraded":
             self.nvml.driver_version = params.get("driver_version", "560.35.03")
             self.nvml.cuda_driver_version = encode_cuda_version(params.get("cuda_driver_version", "12.6"))
@@ -336,15 +336,18 @@ class SimulatedAgent:
         elif fault.kind == "silent":
             self.silent = False
 
+    def _xid(self, gpu: SimulatedGpu, code: int, message: str | None = None) -> None:
+        """The driver's two channels for an Xid: a kernel log line and an NVML event."""
+        self.kernel_log.xid(self.proc.uptime, gpu.bus_id, code, message)
+        self.nvml.emit_xid(gpu, code)
+
     def _repeat_xid(self, index: int, fault: Fault) -> None:
         period = float(fault.params["repeat_s"])
         last = self._xid_repeats.get(index, fault.at_s)
         while last + period <= self.t:
             last += period
             for gpu in self._gpus(fault):
-                self.kernel_log.xid(
-                    self.proc.uptime, gpu.bus_id, int(fault.params["code"]), fault.params.get("message")
-                )
+                self._xid(gpu, int(fault.params["code"]), fault.params.get("message"))
         self._xid_repeats[index] = last
 
     def _edit_torch(self, **changes: object) -> None:
