@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.collectors.kernel_log import KernelLogCollector, normalize_pci_bus_id, parse_line
+from fleet_agent.collectors.kernel_log import KernelLogCollector, coalesce_aer, normalize_pci_bus_id, parse_line
 from fleet_agent.xid import CATALOG_VERSION, XID_CATALOG, xid_info
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernel"
@@ -239,7 +239,7 @@ def _keys(events):
 DMESG_EXPECTED = [
     ("xid", 13, "00000000:3B:00.0"), ("xid", 45, "00000000:3B:00.0"), ("xid", 14, "00000000:03:00.0"),
     ("xid", 119, "00000000:B7:00.0"), ("xid", 120, "00000000:B7:00.0"), ("sxid", 20034, "00000000:06:00.0"),
-    ("sxid", 12028, "00000000:06:00.0"), ("aer", None, "00000000:B7:00.0"), ("aer", None, "00000000:B7:00.0"),
+    ("sxid", 12028, "00000000:06:00.0"), ("aer", None, "00000000:B7:00.0"),  # one AER incident, two lines
     ("gpu_lost", None, "00000000:91:00.0"), ("xid", 79, "00000000:91:00.0"),
 ]
 
@@ -372,8 +372,7 @@ def test_dmesg_T_and_journal_files_keep_their_own_times(tmp_path, local_tz):
     local_tz("UTC")
     events = KernelLogCollector(str(_copy(tmp_path, "dmesg-T.log")), tmp_path / "a.json").collect()
     assert [(e["kind"], e["severity"], e["at"]) for e in events] == [
-        ("xid", "critical", "2026-12-02T18:45:00Z"), ("aer", "critical", "2026-12-02T18:45:01Z"),
-        ("aer", "critical", "2026-12-02T18:45:02Z")]
+        ("xid", "critical", "2026-12-02T18:45:00Z"), ("aer", "critical", "2026-12-02T18:45:01Z")]
     events = KernelLogCollector(str(_copy(tmp_path, "journal-short-precise.log")), tmp_path / "b.json").collect()
     assert _keys(events) == [("xid", 94, "00000000:3B:00.0"), ("aer", None, "00000000:01:00.0"),
                              ("sxid", 11004, "00000000:05:00.0")]
@@ -396,10 +395,9 @@ def test_kmsg_records_are_parsed_with_seq_tracking(tmp_path, proc_root):
     collector = KernelLogCollector("kmsg", state, {"0000:3b:00.0": UUID_3B}, kmsg_path=kmsg, proc_root=proc_root)
     events = collector.collect()
     assert _keys(events) == [("xid", 13, "00000000:3B:00.0"), ("aer", None, "00000000:B7:00.0"),
-                             ("aer", None, "00000000:B7:00.0"), ("gpu_lost", None, "00000000:91:00.0"),
-                             ("xid", 79, "00000000:91:00.0")]
+                             ("gpu_lost", None, "00000000:91:00.0"), ("xid", 79, "00000000:91:00.0")]
     assert events[0]["gpu_uuid"] == UUID_3B
-    assert [e["severity"] for e in events[1:3]] == ["info", "info"]
+    assert events[1]["severity"] == "info" and "Physical Layer" in events[1]["message"]
     # usec since boot + btime from <proc_root>/stat: 1843.1 s after midnight.
     assert events[0]["at"] == "2026-12-02T00:30:43Z"
     assert json.loads(state.read_text())["last_seq"] == 1026
@@ -533,3 +531,32 @@ def test_journal_backlog_is_kept_for_the_next_collect(tmp_path, journal):
     third = KernelLogCollector("journal", state, journalctl=journal["cmd"], max_events=3).collect()
     assert [int(e["message"].split("n=")[1]) for e in first + second + third] == list(range(7))
     assert [len(first), len(second), len(third)] == [3, 3, 1]
+
+
+# --- one AER incident, two lines ------------------------------------------------------------------
+RECEIVED = "[Wed Dec  2 18:45:01 2026] pcieport 0000:00:01.0: AER: Uncorrected (Non-Fatal) error received: 0000:01:00.0"
+BUS_ERROR = ("[Wed Dec  2 18:45:01 2026] nvidia 0000:01:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+             "type=Transaction Layer, (Requester ID)")
+
+
+def test_the_root_port_line_and_the_device_line_are_one_aer_event():
+    [event] = coalesce_aer([parse_line(RECEIVED), parse_line(BUS_ERROR)])
+    assert (event["kind"], event["pci_bus_id"], event["severity"]) == ("aer", "00000000:01:00.0", "critical")
+    assert "Transaction Layer" in event["message"]
+    assert event["raw"] == f"{RECEIVED}\n{BUS_ERROR}"
+
+
+@pytest.mark.parametrize("second", [
+    BUS_ERROR.replace("nvidia 0000:01:00.0", "nvidia 0000:02:00.0"),  # another device
+    BUS_ERROR.replace("18:45:01", "18:45:09"),  # too far apart to be one incident
+    RECEIVED,  # two incidents reported by the port
+], ids=["other device", "later", "two received lines"])
+def test_aer_lines_that_are_not_one_incident_stay_apart(second, local_tz):
+    local_tz("UTC")
+    assert len(coalesce_aer([parse_line(RECEIVED), parse_line(second)])) == 2
+
+
+def test_an_event_between_the_two_lines_keeps_them_apart():
+    xid = "[Wed Dec  2 18:45:01 2026] NVRM: Xid (PCI:0000:01:00): 79, pid=<unknown>, GPU has fallen off the bus."
+    assert [e["kind"] for e in coalesce_aer([parse_line(RECEIVED), parse_line(xid), parse_line(BUS_ERROR)])] == [
+        "aer", "xid", "aer"]

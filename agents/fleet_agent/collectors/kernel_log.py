@@ -180,6 +180,45 @@ def _parse_message(text: str, moment: datetime | None, raw: str) -> dict | None:
     return None
 
 
+AER_PAIR_WINDOW = timedelta(seconds=2)
+_SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+def coalesce_aer(events: list[dict]) -> list[dict]:
+    """One PCIe AER incident is printed twice: the root port's ``AER: … error received: <device>`` and then the
+    device's own ``<device>: PCIe Bus Error: severity=…, type=…``. Keep one event per incident: the device's
+    (it names the error type), at the worse of the two severities, with both lines as ``raw``. A pair split
+    across two reads stays two events."""
+    merged: list[dict] = []
+    for event in events:
+        previous = merged[-1] if merged else None
+        if (
+            previous is not None
+            and previous["kind"] == event["kind"] == "aer"
+            and previous["pci_bus_id"] is not None
+            and previous["pci_bus_id"] == event["pci_bus_id"]
+            and _AER_RECEIVED.search(previous["raw"])
+            and _AER_BUS_ERROR.search(event["raw"])
+            and _close_in_time(previous["at"], event["at"])
+        ):
+            worse = max(previous["severity"], event["severity"], key=lambda s: _SEVERITY_RANK.get(s, 1))
+            merged[-1] = {**event, "at": previous["at"] or event["at"], "severity": worse,
+                          "raw": f"{previous['raw']}\n{event['raw']}"}
+            continue
+        merged.append(event)
+    return merged
+
+
+def _close_in_time(first: str | None, second: str | None) -> bool:
+    if first is None or second is None:  # lines without a time stamp: adjacency is all there is
+        return True
+    try:
+        a, b = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (first, second))
+    except ValueError:
+        return False
+    return abs(b - a) <= AER_PAIR_WINDOW
+
+
 def _parse(line: str) -> tuple[dict | None, dict | None]:
     text, moment, kmsg = _split_prefix(line)
     return _parse_message(text, moment, line.rstrip("\r\n")), kmsg
@@ -260,6 +299,7 @@ class KernelLogCollector:
             log.info("kernel log source %s readable again", self.source)
         self._error_reported = False
         self._save_state()
+        events = coalesce_aer(events)
         for event in events:
             if event["at"] is None:
                 event["at"] = rfc3339(now)
