@@ -244,8 +244,23 @@ def _number(text: str | None, unit: str = "") -> float | None:
 
 
 def _int(text: str | None, unit: str = "") -> int | None:
-    value = _number(text, unit)
+    try:
+        value = _number(text, unit)
+    except ValueError:  # real nvidia-smi prints words where a number is unavailable ("Not Supported", ...)
+        return None
     return int(value) if value is not None else None
+
+
+def _float(text: str | None, unit: str) -> float | None:
+    try:
+        return _number(text, unit)
+    except ValueError:
+        return None
+
+
+def _mib(text: str | None) -> int | None:
+    value = _int(text, "MiB")
+    return value * 2**20 if value is not None else None
 
 
 class XmlGpuSource:
@@ -259,77 +274,82 @@ class XmlGpuSource:
         pass
 
     def sample(self) -> NvmlSample:
-        root = ET.fromstring(render_nvidia_smi_xml(self.nvml))
-        gpus = []
-        for index, node in enumerate(root.iter("gpu")):
-            mask = sum(
-                bit for tag, bit in _REASONS if node.findtext(f"clocks_event_reasons/{tag}") == "Active"
-            )
-            processes = [
-                {
-                    "pid": _int(p.findtext("pid")),
-                    "used_memory_bytes": _int(p.findtext("used_memory"), "MiB") * 2**20,
-                    "name": p.findtext("process_name"),
-                }
-                for p in node.iter("process_info")
-            ]
-            ecc = {
-                f"{counter}_{kind}": _int(node.findtext(f"ecc_errors/{counter}/dram_{kind}"))
-                for counter in ("volatile", "aggregate")
-                for kind in ("correctable", "uncorrectable")
-            }
-            gpus.append(
-                {
-                    "index": index,
-                    "uuid": node.findtext("uuid"),
-                    "name": node.findtext("product_name"),
-                    "serial": node.findtext("serial"),
-                    "pci_bus_id": node.findtext("pci/pci_bus_id"),
-                    "lost": False,
-                    "memory_total_bytes": _int(node.findtext("fb_memory_usage/total"), "MiB") * 2**20,
-                    "memory_used_bytes": _int(node.findtext("fb_memory_usage/used"), "MiB") * 2**20,
-                    "utilization_gpu_pct": _int(node.findtext("utilization/gpu_util"), "%"),
-                    "utilization_memory_pct": _int(node.findtext("utilization/memory_util"), "%"),
-                    "temperature_c": _int(node.findtext("temperature/gpu_temp"), "C"),
-                    "power_draw_w": _number(node.findtext("gpu_power_readings/instant_power_draw"), "W"),
-                    "power_limit_w": _number(node.findtext("gpu_power_readings/current_power_limit"), "W"),
-                    "sm_clock_mhz": _int(node.findtext("clocks/sm_clock"), "MHz"),
-                    "clock_event_reasons_mask": mask,
-                    "clock_event_reasons": decode_clock_event_reasons(mask),
-                    "ecc": ecc,
-                    "retired_pages": None,
-                    "remapped_rows": {
-                        "correctable": _int(node.findtext("remapped_rows/remapped_row_corr")),
-                        "uncorrectable": _int(node.findtext("remapped_rows/remapped_row_unc")),
-                        "pending": node.findtext("remapped_rows/remapped_row_pending") == "Yes",
-                        "failure": node.findtext("remapped_rows/remapped_row_failure") == "Yes",
-                    },
-                    "pcie": {
-                        "gen_current": _int(node.findtext("pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
-                        "gen_max": _int(node.findtext("pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
-                        "width_current": _int(
-                            node.findtext("pci/pci_gpu_link_info/link_widths/current_link_width"), "x"
-                        ),
-                        "width_max": _int(
-                            node.findtext("pci/pci_gpu_link_info/link_widths/max_link_width"), "x"
-                        ),
-                    },
-                    # not in nvidia-smi -q: a real nvidia-smi agent needs a second query for it
-                    "compute_capability": "9.0",
-                    "processes": processes,
-                    "nvlink": None,
-                }
-            )
-        visibility = {
-            "nvml": "ok",
-            "message": None,
-            "gpu_count": len(gpus),
-            "expected_gpu_count": self.expected,
-            "lost_gpus": [],
-        }
-        return NvmlSample(
-            visibility, gpus, [], root.findtext("driver_version"), root.findtext("cuda_version")
+        return parse_nvidia_smi_xml(render_nvidia_smi_xml(self.nvml), self.expected)
+
+
+def parse_nvidia_smi_xml(xml: bytes, expected: int | None) -> NvmlSample:
+    """``nvidia-smi -q -x`` output → the protocol's GPU block, the way an agent that shells out to it works."""
+    root = ET.fromstring(xml)
+    gpus = []
+    for index, node in enumerate(root.iter("gpu")):
+        mask = sum(
+            bit for tag, bit in _REASONS if node.findtext(f"clocks_event_reasons/{tag}") == "Active"
         )
+        processes = [
+            {
+                "pid": _int(p.findtext("pid")),
+                "used_memory_bytes": _mib(p.findtext("used_memory")),
+                "name": p.findtext("process_name"),
+            }
+            for p in node.iter("process_info")
+        ]
+        ecc = {
+            f"{counter}_{kind}": _int(node.findtext(f"ecc_errors/{counter}/dram_{kind}"))
+            for counter in ("volatile", "aggregate")
+            for kind in ("correctable", "uncorrectable")
+        }
+        gpus.append(
+            {
+                "index": index,
+                "uuid": node.findtext("uuid"),
+                "name": node.findtext("product_name"),
+                "serial": node.findtext("serial"),
+                "pci_bus_id": node.findtext("pci/pci_bus_id"),
+                "lost": False,
+                "memory_total_bytes": _mib(node.findtext("fb_memory_usage/total")),
+                "memory_used_bytes": _mib(node.findtext("fb_memory_usage/used")),
+                "utilization_gpu_pct": _int(node.findtext("utilization/gpu_util"), "%"),
+                "utilization_memory_pct": _int(node.findtext("utilization/memory_util"), "%"),
+                "temperature_c": _int(node.findtext("temperature/gpu_temp"), "C"),
+                "power_draw_w": _float(node.findtext("gpu_power_readings/instant_power_draw"), "W"),
+                "power_limit_w": _float(node.findtext("gpu_power_readings/current_power_limit"), "W"),
+                "sm_clock_mhz": _int(node.findtext("clocks/sm_clock"), "MHz"),
+                "clock_event_reasons_mask": mask,
+                "clock_event_reasons": decode_clock_event_reasons(mask),
+                "ecc": ecc,
+                "retired_pages": None,
+                "remapped_rows": {
+                    "correctable": _int(node.findtext("remapped_rows/remapped_row_corr")),
+                    "uncorrectable": _int(node.findtext("remapped_rows/remapped_row_unc")),
+                    "pending": node.findtext("remapped_rows/remapped_row_pending") == "Yes",
+                    "failure": node.findtext("remapped_rows/remapped_row_failure") == "Yes",
+                },
+                "pcie": {
+                    "gen_current": _int(node.findtext("pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
+                    "gen_max": _int(node.findtext("pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
+                    "width_current": _int(
+                        node.findtext("pci/pci_gpu_link_info/link_widths/current_link_width"), "x"
+                    ),
+                    "width_max": _int(
+                        node.findtext("pci/pci_gpu_link_info/link_widths/max_link_width"), "x"
+                    ),
+                },
+                # not in nvidia-smi -q: a real nvidia-smi agent needs a second query for it
+                "compute_capability": "9.0",
+                "processes": processes,
+                "nvlink": None,
+            }
+        )
+    visibility = {
+        "nvml": "ok",
+        "message": None,
+        "gpu_count": len(gpus),
+        "expected_gpu_count": expected,
+        "lost_gpus": [],
+    }
+    return NvmlSample(
+        visibility, gpus, [], root.findtext("driver_version"), root.findtext("cuda_version")
+    )
 
 
 # -- the node -------------------------------------------------------------------------------------
