@@ -154,6 +154,10 @@ def test_user_token_cannot_post_reports(operator_api):
         (lambda r: r.update(collected_at=(datetime.now(UTC) + timedelta(days=2)).isoformat()),
          "reports[1].collected_at"),
         (lambda r: r.update(collected_at="yesterday"), "reports[1].collected_at"),
+        # Beyond a 64-bit column: a clear 400, not a database error.
+        (lambda r: r["gpus"][2].update(memory_used_bytes=2**70), "reports[1].gpus[2].memory_used_bytes"),
+        (lambda r: r["gpus"][0]["ecc"].update(aggregate_corrected=2**63), "reports[1].gpus[0].ecc.aggregate_corrected"),
+        (lambda r: r.update(sequence=2**63), "reports[1].sequence"),
     ],
 )
 def test_bad_values_are_400_naming_the_field_and_store_nothing(enroll, mutate, field):
