@@ -247,6 +247,19 @@ def test_replayed_and_overlapping_steady_batches_store_nothing_twice(enroll):
     assert NodeStatus.objects.get().sequence == 4
 
 
+def test_a_sequence_repeated_inside_a_batch_is_stored_once(enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    first = builder.report(with_inventory=True)
+    agent.send(first)
+    second = builder.report()
+    copy = {**second, "collected_at": second["collected_at"]}
+    body = agent.send(second, copy).json()
+    assert (body["accepted"], body["duplicates"], body["acked_sequence"]) == (1, 1, 2)
+    assert NodeSample.objects.count() == 2
+    assert GPUSample.objects.count() == 16
+
+
 def test_a_reported_gpu_without_a_row_gets_one(enroll):
     agent = enroll()
     builder = ReportBuilder(agent.node_id)

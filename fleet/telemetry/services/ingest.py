@@ -66,7 +66,8 @@ class IngestResult:
 
 
 def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> IngestResult:
-    """Store validated reports (sorted by sequence) for one node. Idempotent per (node, instance, sequence)."""
+    """Store validated reports (sorted by sequence) for one node. Idempotent per (node, instance, sequence):
+    a report at or below the instance's acknowledged sequence, or repeating one in the batch, is a duplicate."""
     for report in reports:
         claimed = (report.get("node") or {}).get("node_id")
         if claimed is not None and claimed != node_id:
@@ -75,11 +76,15 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
     if len(instances) != 1:
         raise ValueError("one batch must come from one agent instance")
     instance_id = instances.pop()
-    if connection.vendor == "postgresql" and not any(r.get("inventory") or r.get("events") for r in reports):
-        result = _ingest_steady(node_id, instance_id, reports, now)
-        if result is not None:
-            return result
-    return _ingest(node_id, instance_id, reports, now)
+    # A sequence repeated inside the batch (an agent bug or a replay spliced in) is stored once.
+    unique = [r for i, r in enumerate(reports) if i == 0 or r["sequence"] != reports[i - 1]["sequence"]]
+    result = None
+    if connection.vendor == "postgresql" and not any(r.get("inventory") or r.get("events") for r in unique):
+        result = _ingest_steady(node_id, instance_id, unique, now)
+    if result is None:
+        result = _ingest(node_id, instance_id, unique, now)
+    result.duplicates += len(reports) - len(unique)
+    return result
 
 
 def _ingest_steady(node_id: int, instance_id: str, reports: list[dict], now: datetime) -> IngestResult | None:
