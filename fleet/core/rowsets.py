@@ -8,6 +8,7 @@ once per process from the model's metadata, so it follows schema changes.
 
 On PostgreSQL `execute()` sends all statements of a batch in one round trip (the Django backend binds
 parameters client-side, which allows several statements per call); elsewhere they run one after another.
+`fetch_one`, `fetch_all` and `execute_guarded` run one statement with its parameters bound server-side.
 """
 
 from dataclasses import dataclass
