@@ -137,12 +137,11 @@ class AgentCore:
         except Exception as err:  # noqa: BLE001
             log.warning("kernel log collection failed: %s", err)
             events = [agent_error_event("kernel log", err, self._clock)]
-        with self._lock:
-            self._pending_events.extend(events)
+        self.add_events(events)
         return events
 
     def add_events(self, events: list[dict]) -> None:
-        """Queue events from a source that pushes them (NVML's Xid events) for the next report."""
+        """Queue events for the next report (the kernel log's, and NVML's Xid events, which are pushed)."""
         with self._lock:
             self._pending_events.extend(events)
 

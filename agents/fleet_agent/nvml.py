@@ -15,6 +15,7 @@ simulator raises the very same ``pynvml.NVMLError_*`` classes, so this code cann
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 
 from fleet_agent.logutil import WarnOnce
 from fleet_agent.timeutil import rfc3339, utc_now
+from fleet_agent.xid import xid_info
 
 log = logging.getLogger(__name__)
 
@@ -491,8 +493,6 @@ ERROR_TIMEOUT = 10
 def _handle_key(handle: Any) -> Any:
     """A device handle as a dict key: the address behind pynvml's ctypes pointer (the event's ``device``
     is a new pointer object to the same device), or the handle itself for a stand-in module."""
-    import ctypes
-
     try:
         return ctypes.cast(handle, ctypes.c_void_p).value
     except (TypeError, ctypes.ArgumentError):
@@ -575,8 +575,6 @@ class XidEventWatcher:
         self._devices.clear()
 
     def _event(self, data: Any) -> dict:
-        from fleet_agent.xid import xid_info
-
         code = int(data.eventData)
         uuid, bus_id = self._devices.get(_handle_key(data.device), (None, None))
         info = xid_info(code)

@@ -118,13 +118,13 @@ def _insert_sql(vendor: str, model: type[models.Model], columns: tuple[str, ...]
         source = f"SELECT {picks} FROM jsonb_to_recordset(%s::jsonb) AS r({types})"
         if guarded:
             source += " WHERE EXISTS (SELECT 1 FROM guard)"
+    elif guarded:
+        raise NotImplementedError("guarded writes need PostgreSQL")
     else:
         # SQLite's JSON1: ->> gives the SQL value, -> keeps JSON columns as JSON text. WHERE true lets the
         # parser tell the upsert clause from a join condition.
         picks = ", ".join(f"value {'->' if isinstance(fields[c], models.JSONField) else '->>'} '$.{c}'"
                           for c in columns)
-        if guarded:
-            raise NotImplementedError("guarded writes need PostgreSQL")
         source = f"SELECT {picks} FROM json_each(%s) WHERE true"
     sql = f"INSERT INTO {qn(model._meta.db_table)} ({names}) {source}"
     if conflict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 from fleet_agent.client import ControlPlaneClient
 from fleet_agent.config import load_config
@@ -22,6 +23,19 @@ def _wait_for(condition, timeout=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+@contextmanager
+def running(daemon):
+    """``daemon.run()`` in a thread; on leaving, stop it and check it shut down (flushing the spool)."""
+    runner = threading.Thread(target=daemon.run)
+    runner.start()
+    try:
+        yield
+    finally:
+        daemon.stop_event.set()
+        runner.join(timeout=15)
+    assert not runner.is_alive()
 
 
 def _config(tmp_path, **flags):
@@ -43,9 +57,7 @@ def test_daemon_reports_on_schedule_and_pushes_an_xid_at_once(control_plane, tmp
         _config(tmp_path, interval_s="60", kernel_log=str(kernel_log), notice_poll_s="0.5"),
         nvml_module=sim_nvml,
     )
-    runner = threading.Thread(target=daemon.run)
-    runner.start()
-    try:
+    with running(daemon):
         assert _wait_for(lambda: control_plane.sequences()), "no first report"
         first = control_plane.reports()[0]
         assert first["node"]["node_id"] == 1 and first["interval_s"] == 60 and len(first["gpus"]) == 8
@@ -56,10 +68,6 @@ def test_daemon_reports_on_schedule_and_pushes_an_xid_at_once(control_plane, tmp
             )
         # The interval is a minute: only the urgent path can deliver this within seconds.
         assert _wait_for(lambda: any(r["events"] for r in control_plane.reports()), timeout=5)
-    finally:
-        daemon.stop_event.set()
-        runner.join(timeout=15)
-    assert not runner.is_alive()
     urgent = next(r for r in control_plane.reports() if r["events"])
     assert urgent["events"][0]["code"] == 79 and urgent["events"][0]["gpu_uuid"] == sim_nvml.gpus[0].uuid
     assert read_spool_state(tmp_path / "spool.db")["depth"] == 0  # flushed on the way out

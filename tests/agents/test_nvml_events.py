@@ -13,7 +13,7 @@ from fleet_agent.daemon import Daemon
 from fleet_agent.enroll import enroll
 from fleet_agent.nvml import NvmlAdapter, XidEventWatcher
 from fleet_agent.simnvml import SimulatedGpu, SimulatedNvml
-from tests.agents.test_daemon import _config, _wait_for
+from tests.agents.test_daemon import _config, _wait_for, running
 from tests.agents.test_sender import FACTS
 
 
@@ -103,18 +103,12 @@ def test_daemon_without_a_kernel_log_reports_nvml_xids_at_once(control_plane, tm
     enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path))
     daemon = Daemon(_config(tmp_path, interval_s="60", kernel_log="off"), nvml_module=sim_nvml)
     assert daemon.nvml_events  # auto: no kernel log to read
-    runner = threading.Thread(target=daemon.run)
-    runner.start()
-    try:
+    with running(daemon):
         assert _wait_for(lambda: control_plane.sequences()), "no first report"
         assert _wait_for(lambda: sim_nvml._registrations, timeout=5), "the watcher never registered"
         sim_nvml.emit_xid(sim_nvml.gpus[3], 79)
         # The interval is a minute: only the event thread can deliver this within seconds.
         assert _wait_for(lambda: any(r["events"] for r in control_plane.reports()), timeout=5)
-    finally:
-        daemon.stop_event.set()
-        runner.join(timeout=15)
-    assert not runner.is_alive()
     urgent = next(r for r in control_plane.reports() if r["events"])
     assert [(e["kind"], e["code"], e["gpu_uuid"]) for e in urgent["events"]] == [("xid", 79, sim_nvml.gpus[3].uuid)]
 
