@@ -9,8 +9,6 @@ from fleet.inventory.choices import Layer
 
 from .choices import Severity, XidAction
 
-SEED_LABEL = "REFERENCE.md Xid table (agent catalog 2026.12-1)"
-
 C, W, INFO = Severity.CRITICAL, Severity.WARNING, Severity.INFO
 A = XidAction
 

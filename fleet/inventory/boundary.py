@@ -29,7 +29,3 @@ DEFAULT_MATRIX: dict[str, dict[str, str]] = {
 }
 
 LAYER_ORDER: list[str] = [layer.value for layer in L]
-
-
-def default_owner(layer: str, delivery_form: str) -> str:
-    return DEFAULT_MATRIX[layer][delivery_form]

@@ -99,7 +99,3 @@ def _timestamps(report: dict, prefix: str):
         if event.get("at"):
             yield f"{prefix}.events[{index}].at", event["at"]
 
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
