@@ -12,7 +12,7 @@ CATALOG_VERSION = "2026.12-1"
 SEVERITIES = ("critical", "warning", "info")
 ACTIONS = ("restart_app", "reset_gpu", "reboot", "hardware", "watch", "ignore", "follow_referenced")
 
-# Escalation rules operators apply on top of the first action (REFERENCE.md, "Xid meaning").
+# Escalation rules operators apply on top of the first action (docs/concepts.md, docs/health.md).
 REBOOTS_BEFORE_HARDWARE = 2
 FATAL_XID_SUPPORT_THRESHOLD = (5, 24 * 3600)  # the same fatal Xid ≥ 5 times in 24 h on one GPU
 NODE_REMEDIATIONS_RMA_THRESHOLD = (5, 7 * 24 * 3600)  # ≥ 5 remediations in 7 days on one node

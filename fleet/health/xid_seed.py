@@ -1,5 +1,5 @@
-"""The Xid policy table as first seeded: REFERENCE.md's "Xid meaning and first action" (which agrees with the
-agent's catalog 2026.12-1). After seeding, the database is the source of truth; operators edit it via the API.
+"""The Xid policy table as first seeded: each code's meaning and first action as in the agent's Xid catalog
+2026.12-1 (`fleet_agent/xid.py`). After seeding, the database is the source of truth; operators edit it via the API.
 
 Layer placement (our decision, documented in docs/health.md): application faults (13, 31, 43, 45) sit on the
 application layer; GPU hangs and GSP firmware timeouts (46, 119, 120) on the GPU driver; the rest on hardware.

@@ -41,7 +41,7 @@ class NodeState(models.TextChoices):
 
 
 class Layer(models.TextChoices):
-    """Responsibility layers, bottom to top (DESIGN.md §1)."""
+    """Responsibility layers, bottom to top (docs/concepts.md)."""
 
     FACILITY = "facility", "Facility"
     HARDWARE = "hardware", "Hardware"

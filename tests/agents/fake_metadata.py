@@ -1,6 +1,6 @@
 """A scriptable fake cloud metadata service on 127.0.0.1 (ephemeral port), one instance per cloud.
 
-Speaks the wire formats of REFERENCE.md "Cloud metadata" closely enough to drive the agent's cloud
+Speaks the clouds' metadata wire formats (docs/concepts.md) closely enough to drive the agent's cloud
 collector end to end: AWS IMDSv2 tokens (401 without one), GCP's ``Metadata-Flavor`` and Azure's
 ``Metadata: true`` headers, Azure acknowledgements. Tests and the simulator script it:
 

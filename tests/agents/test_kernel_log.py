@@ -1,4 +1,4 @@
-"""Kernel log collector: real-format lines (REFERENCE.md "Kernel log") through parse_line and the collector."""
+"""Kernel log collector: real-format lines (docs/concepts.md) through parse_line and the collector."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from fleet.telemetry.choices import EventKind
 from ..choices import Severity, TriageStep
 from .base import Observation, Param, gpu_label, gpu_rule, node_rule
 
-# NVML clock event reason bits (REFERENCE.md).
+# NVML clock event reason bits, as nvml.h defines them (docs/concepts.md).
 HW_SLOWDOWN = 0x8
 SW_THERMAL = 0x20
 HW_THERMAL = 0x40
