@@ -15,9 +15,9 @@ import re
 EVENT_KINDS = ("xid", "sxid", "aer", "gpu_lost", "preemption_notice", "rebalance", "maintenance", "agent_error")
 EVENT_SEVERITIES = ("info", "warning", "critical")
 
-# Sent at once in a report of their own rather than at the next interval: a lost GPU or an Xid stops a job,
-# and every cloud notice comes with a deadline (GCP gives 60 s before maintenance, AWS 2 min before a reclaim).
-# SXids only when fatal (see `is_urgent`): a non-fatal one can wait.
+# Sent at once in a report of their own rather than at the next interval: a lost GPU or an Xid stops a job, and
+# what a cloud notice announces can follow within a minute or two (GCP gives 60 s before maintenance, AWS 2 min
+# before a reclaim). SXids only when fatal (see `is_urgent`): a non-fatal one can wait.
 URGENT_EVENT_KINDS = frozenset({"xid", "gpu_lost", "preemption_notice", "rebalance", "maintenance"})
 
 

@@ -1,7 +1,7 @@
 """Bulk loading of everything the rules read, in a constant number of queries whatever the fleet size.
 
 Per call: nodes (with pool and current stack joined), node status, a per-node GPU aggregate, the distinct GPU
-kinds per node, GPU status rows that match some rule's prefilter, baselines, urgent events of the short window,
+kinds per node, GPU status rows that match some rule's prefilter, baselines, actionable events of the short window,
 Xid occurrences and reboots of the long window, and the identities of GPUs named by events. Nothing here is
 per node.
 """
