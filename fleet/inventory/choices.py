@@ -26,6 +26,10 @@ class DeliveryForm(models.TextChoices):
     BARE_METAL_OWNED = "bare_metal_owned", "Bare metal, our own"
 
 
+# Delivery forms in which a cloud runs the machine (its hardware, its hypervisor, its metadata service).
+CLOUD_FORMS = frozenset({DeliveryForm.CLOUD_SHARED, DeliveryForm.CLOUD_DEDICATED})
+
+
 class BillingMode(models.TextChoices):
     ON_DEMAND = "on_demand", "On-demand"
     RESERVED = "reserved", "Reserved / subscription"

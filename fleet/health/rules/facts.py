@@ -9,10 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fleet.inventory.choices import BillingMode, DeliveryForm
+from fleet.inventory.choices import CLOUD_FORMS, BillingMode
 from fleet.inventory.models import GPU
-
-CLOUD_FORMS = {DeliveryForm.CLOUD_SHARED, DeliveryForm.CLOUD_DEDICATED}
 
 
 @dataclass(slots=True)
