@@ -6,7 +6,7 @@ Threads, and why each exists:
   shifts the schedule); it only collects and spools, it never waits on the network or the logs;
 * sender — ``SenderThread``: delivers spooled reports, backs off on failure;
 * watcher — polls the cloud notice endpoint and the kernel log every ``notice_poll_s`` (≤ 5 s) and
-  pushes an urgent report at once when an Xid, a lost GPU or a preemption notice shows up;
+  pushes an urgent report at once when an Xid, a lost GPU or a cloud notice shows up;
 * stack — re-probes the software stack (framework imports take seconds) and, until it is known, the
   cloud identity, every ``stack_refresh_s``;
 * nvml-events — only where NVML's Xid events are on (by default: when no kernel log is readable, e.g. a

@@ -16,14 +16,7 @@ from fleet_agent.timeutil import rfc3339, utc_now
 
 SCHEMA_VERSION = "1.0"
 MAX_EVENTS = 1000
-URGENT_EVENT_KINDS = frozenset({"xid", "gpu_lost", "preemption_notice", "rebalance", "maintenance"})
 CLOUD_IDENTITY_FIELDS = ("provider", "instance_id", "instance_type", "region", "spot", "bare_metal")
-
-
-def is_urgent(event: dict) -> bool:
-    """Events that go out at once in a report of their own (protocol: xid, fatal sxid, gpu_lost, notices)."""
-    kind = event.get("kind")
-    return kind in URGENT_EVENT_KINDS or (kind == "sxid" and event.get("severity") == "critical")
 
 
 class SequenceSource(Protocol):

@@ -1,6 +1,10 @@
+from functools import lru_cache
+
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+
+from fleet_agent.protocol import normalize_pci_bus_id
 
 from .choices import BillingMode, CloudKind, DeliveryForm, Layer, NodeState, Owner, ProviderKind
 
@@ -101,6 +105,16 @@ class Node(models.Model):
         return self.hostname
 
 
+@lru_cache(maxsize=65536)
+def _bus_id_key(value: str | None) -> str:
+    text = (value or "").strip().lower().removeprefix("pci:")
+    canonical = normalize_pci_bus_id(text)
+    if canonical is None:
+        return text
+    domain, rest = canonical.split(":", 1)
+    return f"{int(domain, 16):04x}:{rest.lower()}"
+
+
 class GPU(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
     index = models.PositiveSmallIntegerField()
@@ -120,6 +134,11 @@ class GPU(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.hostname}#{self.index}"
+
+    # PCI addresses come in several spellings (NVML's `00000000:91:00.0`, the kernel log's `PCI:0000:91:00`,
+    # a bare `91:00.0`); this is the one key they are compared by, and the form finding subjects use
+    # (`pci:0000:91:00.0`). A text that is no PCI address is kept, lowercased.
+    normalize_bus_id = staticmethod(_bus_id_key)
 
 
 class SoftwareStack(models.Model):

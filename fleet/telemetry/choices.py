@@ -12,7 +12,12 @@ class EventKind(models.TextChoices):
     AGENT_ERROR = "agent_error", "Agent error"
 
 
-URGENT_EVENT_KINDS = {EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE}
+# The events the server acts on at once: the kinds the health rules read, so a batch carrying one has the node
+# evaluated after commit. Not the agent's urgent set (`fleet_agent.protocol.URGENT_EVENT_KINDS`: what it sends
+# without waiting for the interval): every SXid counts here, whatever severity the agent claimed, because the
+# sxid rule judges fatality from the log text itself; rebalance and maintenance advisories do not, because no
+# rule reads them (docs/decisions.md).
+ACTIONABLE_EVENT_KINDS = frozenset({EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE})
 
 
 class EventSeverity(models.TextChoices):

@@ -14,6 +14,12 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from fleet.inventory.models import Node
+from fleet_agent.protocol import (
+    CLOCK_REASON_APPLICATIONS_CLOCKS_SETTING,
+    CLOCK_REASON_DISPLAY_CLOCK_SETTING,
+    CLOCK_REASON_GPU_IDLE,
+    CLOCK_REASON_SYNC_BOOST,
+)
 
 from .models import GPUStatus, NodeStatus
 
@@ -23,8 +29,10 @@ _REJECTED = Counter("fleet_reports_rejected_total", "Agent report batches reject
 _LATENCY = Histogram("fleet_ingest_seconds", "Time to validate and store one report batch",
                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
-# Throttle reasons that count as such; anything else is data-path trouble, not a "slowdown".
-_IDLE_BITS = 0x1 | 0x2 | 0x10 | 0x100
+# Clock reasons that are no slowdown (idle, clocks set by an operator or the display, sync boost); any other bit
+# means the clocks are held down by power, heat or a hardware slowdown.
+_IDLE_BITS = (CLOCK_REASON_GPU_IDLE | CLOCK_REASON_APPLICATIONS_CLOCKS_SETTING | CLOCK_REASON_SYNC_BOOST
+              | CLOCK_REASON_DISPLAY_CLOCK_SETTING)
 
 
 def reports_accepted(accepted: int, duplicates: int, seconds: float) -> None:

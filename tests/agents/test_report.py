@@ -11,7 +11,8 @@ from fleet_agent.collectors.stack import StackCollector
 from fleet_agent.collectors.system import SystemCollector
 from fleet_agent.inventory import build_inventory, inventory_hash
 from fleet_agent.nvml import NvmlAdapter
-from fleet_agent.report import MAX_EVENTS, NodeIdentity, ReportBuilder, cap_events, is_urgent
+from fleet_agent.protocol import is_urgent
+from fleet_agent.report import MAX_EVENTS, NodeIdentity, ReportBuilder, cap_events
 from fleet_agent.spool import Spool
 from tests.agents.conftest import FIXTURES
 

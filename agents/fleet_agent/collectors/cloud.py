@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 PROVIDERS = ("aws", "gcp", "azure", "alibaba", "oracle", "tencent")
 FORCEABLE = ("aws", "gcp", "azure", "alibaba", "oracle", "tencent", "none")
-NOTICE_KINDS = ("terminate", "stop", "hibernate", "preempt", "rebalance", "maintenance")
 
 DEFAULT_METADATA_URLS = {
     "aws": "http://169.254.169.254",

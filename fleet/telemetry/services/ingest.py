@@ -26,8 +26,9 @@ from django.db import IntegrityError, connection, transaction
 
 from fleet.core import rowsets
 from fleet.inventory.models import GPU
+from fleet_agent.protocol import NOTICE_EVENT_KINDS
 
-from ..choices import URGENT_EVENT_KINDS, EventKind
+from ..choices import ACTIONABLE_EVENT_KINDS, EventKind
 from ..models import AgentEpoch, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
 from ..validation import parse_time
 from .inventory import inventory_apply
@@ -146,7 +147,7 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
 
         result.accepted = len(fresh)
         result.acked_sequence = fresh[-1]["sequence"]
-        result.urgent_events = sum(1 for e in events if e.kind in URGENT_EVENT_KINDS)
+        result.urgent_events = sum(1 for e in events if e.kind in ACTIONABLE_EVENT_KINDS)
         if result.urgent_events:
             notices = [e.pk for e in events if e.kind == EventKind.PREEMPTION_NOTICE and e.pk is not None]
             transaction.on_commit(lambda: _after_urgent(node_id, notices))
@@ -335,22 +336,15 @@ def _gpu_sample(gpu_pk: int, at: datetime, gpu: dict) -> dict:
     )
 
 
-def _normal_bus_id(bus_id: str | None) -> str:
-    return (bus_id or "").lower()
-
-
-_NOTICE_KINDS = {"preemption_notice", "rebalance", "maintenance"}
-
-
 def _event(node_id: int, report_at: datetime, event: dict, gpu_ids: dict[str, int],
            pci_to_gpu: dict[str, int], notice: dict | None) -> Event:
     gpu_pk = gpu_ids.get(event.get("gpu_uuid") or "")
     if gpu_pk is None and event.get("pci_bus_id"):
-        wanted = _normal_bus_id(event["pci_bus_id"])
-        gpu_pk = next((pk for bus, pk in pci_to_gpu.items() if _normal_bus_id(bus) == wanted), None)
+        wanted = GPU.normalize_bus_id(event["pci_bus_id"])
+        gpu_pk = next((pk for bus, pk in pci_to_gpu.items() if GPU.normalize_bus_id(bus) == wanted), None)
     detail = {k: v for k, v in event.items() if k not in ("kind", "at", "gpu_uuid", "pci_bus_id", "code",
                                                          "severity", "message", "raw")}
-    if notice and event["kind"] in _NOTICE_KINDS:
+    if notice and event["kind"] in NOTICE_EVENT_KINDS:
         detail["notice"] = notice
     return Event(
         node_id=node_id, gpu_id=gpu_pk, kind=event["kind"], code=event.get("code"),

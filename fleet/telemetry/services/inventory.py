@@ -2,29 +2,18 @@
 
 from datetime import datetime
 
+from fleet.inventory.choices import STACK_COLUMNS, STACK_FIELD_LABELS, STACK_LIST_FIELDS
 from fleet.inventory.models import GPU, Node, SoftwareStack
 
 from ..models import ChangeLogEntry, NodeStatus
 
-_STACK_FIELDS = {
-    "driver_version": "driver", "cuda_driver_version": "CUDA (driver max)", "container_runtime": "container runtime",
-    "nvidia_container_toolkit": "NVIDIA container toolkit", "os": "OS", "kernel": "kernel",
-    "python_version": "Python",
-}
-
 
 def _stack_values(stack: dict) -> dict:
-    return {
-        "driver_version": stack.get("driver_version") or "",
-        "cuda_driver_version": stack.get("cuda_driver_version") or "",
-        "cuda_toolkits": sorted(stack.get("cuda_toolkits") or []),
-        "python_version": stack.get("python") or "",
-        "frameworks": stack.get("frameworks") or [],
-        "container_runtime": stack.get("container_runtime") or "",
-        "nvidia_container_toolkit": stack.get("nvidia_container_toolkit") or "",
-        "os": stack.get("os") or "",
-        "kernel": stack.get("kernel") or "",
-    }
+    """The reported stack as SoftwareStack columns: blanks for what the node could not read."""
+    values = {column: stack.get(field) or ([] if column in STACK_LIST_FIELDS else "")
+              for field, column in STACK_COLUMNS.items()}
+    values["cuda_toolkits"] = sorted(values["cuda_toolkits"])
+    return values
 
 
 def _framework_summary(frameworks: list[dict]) -> dict[str, str]:
@@ -101,8 +90,8 @@ def _apply_stack(node_id: int, values: dict, now: datetime, change) -> None:
         before["cuda_toolkits"] = sorted(before["cuda_toolkits"] or [])
         if before == values:
             return
-        for name, label in _STACK_FIELDS.items():
-            if before[name] != values[name]:
+        for name, label in STACK_FIELD_LABELS.items():
+            if name not in STACK_LIST_FIELDS and before[name] != values[name]:
                 change(name, before[name] or None, values[name] or None,
                        f"{label} {before[name] or '—'} → {values[name] or '—'}")
         if before["cuda_toolkits"] != values["cuda_toolkits"]:
