@@ -1,4 +1,4 @@
-// Enrolment: an operator creates a token and copies the one-line install command (DESIGN.md §3.1).
+// Enrolment: an operator creates a token and copies the one-line install command.
 import { useState, type FormEvent } from "react";
 import { useTranslation } from "react-i18next";
 import { ApiError } from "@/shared/api/client";
