@@ -113,15 +113,27 @@ def test_backoff_grows_exponentially_with_jitter_and_a_cap(control_plane, enroll
     assert delivery.seconds_until_retry() == 0
 
 
-def test_invalid_report_is_isolated_and_set_aside(control_plane, enrolled, tmp_path):
-    _, client = enrolled
+def _spooled(tmp_path, reports: int):
+    """A spool holding ``reports`` real reports (sequences 1..reports), and the engine that made them."""
     spool = Spool(tmp_path / "spool.db")
     core = build_core(spool)
-    for _ in range(3):
+    for _ in range(reports):
         core.collect()
-    bad = json.loads(spool.pending()[1].body)
-    bad["system"]["cpu_busy_pct"] = 150.0  # what a buggy collector might send
+    return spool, core
+
+
+def _spool_with_invalid_report(tmp_path, *, reports: int, invalid_at: int):
+    """``reports`` reports, the one with sequence ``invalid_at`` out of the schema (the server answers 400)."""
+    spool, core = _spooled(tmp_path, reports)
+    bad = json.loads(spool.pending(limit=reports)[invalid_at - 1].body)
+    bad["system"]["cpu_busy_pct"] = 150.0  # what a buggy collector might send: the schema says ≤ 100
     spool.put(bad)
+    return spool, core
+
+
+def test_invalid_report_is_isolated_and_set_aside(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool, _ = _spool_with_invalid_report(tmp_path, reports=3, invalid_at=2)
     delivery = _delivery(spool, client)
     assert delivery.deliver_pending() is True
     assert control_plane.sequences(spool.instance_id) == [1, 3]
@@ -235,10 +247,7 @@ def _poison(report: dict) -> bool:
 
 
 def _spool_with_poison(tmp_path, *, reports: int, poison_at: int) -> tuple[Spool, object]:
-    spool = Spool(tmp_path / "spool.db")
-    core = build_core(spool)
-    for _ in range(reports):
-        core.collect()
+    spool, core = _spooled(tmp_path, reports)
     bad = json.loads(spool.pending(limit=reports)[poison_at - 1].body)
     bad["events"] = [{**XID_79, "kind": "agent_error", "code": None, "message": "bad\x00byte"}]
     spool.put(bad)
@@ -290,13 +299,7 @@ def test_invalid_report_in_a_full_batch_is_found_by_halving_and_set_aside_at_onc
     control_plane, enrolled, tmp_path
 ):
     _, client = enrolled
-    spool = Spool(tmp_path / "spool.db")
-    core = build_core(spool)
-    for _ in range(100):
-        core.collect()
-    bad = json.loads(spool.pending()[63].body)
-    bad["system"]["cpu_busy_pct"] = 150.0  # the schema says ≤ 100: the server answers 400
-    spool.put(bad)
+    spool, core = _spool_with_invalid_report(tmp_path, reports=100, invalid_at=64)
     delivery = _delivery(spool, client)
     assert delivery.deliver_pending() is True  # one pass: no backoff for a report that is simply bad
     assert control_plane.sequences(spool.instance_id) == [s for s in range(1, 101) if s != 64]
@@ -329,10 +332,7 @@ def test_a_server_that_is_down_or_shedding_load_never_gets_reports_set_aside(
     _, client = enrolled
     if failure == "refused":
         client = ControlPlaneClient(_closed_port(), credential=client.credential)
-    spool = Spool(tmp_path / "spool.db")
-    core = build_core(spool)
-    for _ in range(3):
-        core.collect()
+    spool, _ = _spooled(tmp_path, 3)
     clock = [1000.0]
     delivery = _delivery(spool, client, max_server_errors=2, clock=lambda: clock[0])
     for _ in range(10):
@@ -376,10 +376,7 @@ def test_server_errors_and_set_aside_reports_survive_a_restart(control_plane, en
 
 def test_a_server_error_that_goes_away_sets_nothing_aside(control_plane, enrolled, tmp_path):
     _, client = enrolled
-    spool = Spool(tmp_path / "spool.db")
-    core = build_core(spool)
-    for _ in range(8):
-        core.collect()
+    spool, _ = _spooled(tmp_path, 8)
     clock = [1000.0]
     delivery = _delivery(spool, client, max_server_errors=3, clock=lambda: clock[0])
     control_plane.fail_next("500", "500", "500", "500")  # the batch (8), its halves (4, 2), then report 1 alone
