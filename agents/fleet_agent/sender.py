@@ -124,8 +124,8 @@ class Delivery:
         """Whether there is somewhere to send to (False until the node is enrolled)."""
         return self._target() is not None
 
-    def _failed(self, err: DeliveryError | str, *, forced: bool = False, kind: str = TRANSIENT) -> None:
-        message = str(err)
+    def _failed(self, err: DeliveryError | str, *, forced: bool = False, kind: str = TRANSIENT, note: str = "") -> None:
+        message = f"{err}{note}"
         self.stats.failures += 1
         self.stats.last_error = message
         if kind != self._failure_kind:
@@ -248,11 +248,12 @@ class Delivery:
             return True
         errors = self.spool.record_server_error(report.sequence, str(err))
         if errors >= self.max_server_errors:
-            self._set_aside(report, f"{errors} server errors in a row, the last: {err}")
+            self._set_aside(report, f"{errors} server errors, the last: {err}")
             return True
         self._suspects = self._batch_limit = 1
-        self._failed(f"{err} (report {report.sequence}, server error {errors} of {self.max_server_errors}"
-                     " before it is set aside)", forced=forced, kind=SERVER_ERROR)
+        self._failed(err, forced=forced, kind=SERVER_ERROR,
+                     note=f" (report {report.sequence}: server error {errors} of {self.max_server_errors} before it is"
+                     " set aside)")
         return False
 
     def _set_aside(self, report: SpooledReport, reason: str) -> None:

@@ -359,8 +359,10 @@ class Spool:
         """Put set-aside reports back in the queue under new sequences; returns (old, new) pairs.
 
         A new sequence, because the server has acknowledged past the old one and would take the
-        report for a duplicate. The body is otherwise unchanged (``collected_at`` stays the time of
-        collection). Re-queued reports are never urgent: they are old news.
+        report for a duplicate. Its inventory is left out: it is stale by now, and applying it would
+        roll the node's inventory back (the agent sends the current one whenever it differs from the
+        acknowledged one). The rest is unchanged (``collected_at`` stays the time of collection).
+        Re-queued reports are never urgent: they are old news.
         """
         moved = []
         with self._write():
@@ -368,10 +370,9 @@ class Spool:
             for report in self._rejected_rows(sequences):
                 body = json.loads(report.body)
                 body["sequence"] = self._allocate_sequence()
-                inventory = body.get("inventory") or None
+                body["inventory"] = None
                 self._insert(body["sequence"], encode_report(body), urgent=False,
-                             precious=bool(body.get("events")) or inventory is not None,
-                             inventory_hash=inventory.get("hash") if isinstance(inventory, dict) else None)
+                             precious=bool(body.get("events")), inventory_hash=None)
                 self._db.execute("DELETE FROM rejected WHERE sequence = ?", (report.sequence,))
                 moved.append((report.sequence, body["sequence"]))
             self._enforce_bound()

@@ -290,7 +290,7 @@ def test_poison_report_in_the_middle_is_set_aside_and_the_rest_including_urgent_
     assert spool.depth() == 0 and delivery.stats.rejected == 1
     (rejected,) = spool.rejected_reports()
     assert rejected.sequence == 17 and json.loads(rejected.body)["events"][0]["message"] == "bad\x00byte"
-    assert "3 server errors in a row" in rejected.reason and "HTTP 500" in rejected.reason
+    assert "3 server errors, the last: HTTP 500" in rejected.reason and "HTTP 500" in rejected.reason
     # Found by halving, not one by one: 41 → 21 → 11 ✓ → 10 → 5 ✓ → 5 → 3 → 2 → 1 (×3) → the rest.
     assert control_plane.report_requests <= 16
 
@@ -474,6 +474,15 @@ def test_retry_after_jitter_spreads_a_fleet_and_is_capped(tmp_path):
     delivery = Delivery(spool, lambda: None, backoff_cap_s=300, rng=random.Random(1), clock=lambda: 0.0)
     delivery._failed(DeliveryError("HTTP 503", status=503, retry_after=86400))  # "come back tomorrow"
     assert 300 <= delivery.seconds_until_retry() <= 330
+
+
+def test_retry_after_on_a_server_error_is_honoured_too(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool, _ = _spooled(tmp_path, 1)
+    control_plane.fail_next("500", retry_after="40")
+    delivery = _delivery(spool, client, clock=lambda: 1000.0)
+    assert delivery.deliver_pending() is False and spool.server_errors(1) == 1
+    assert 40 <= delivery.seconds_until_retry() <= 50
 
 
 def test_without_retry_after_the_exponential_backoff_applies(control_plane, enrolled, tmp_path):

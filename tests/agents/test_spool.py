@@ -124,16 +124,19 @@ def test_rejected_reports_have_a_byte_bound_of_their_own(tmp_path):
     assert read_spool_state(tmp_path / "spool.db")["rejected_dropped"] == 2
 
 
-def test_requeued_reports_get_new_sequences_and_keep_their_content(tmp_path):
+def test_requeued_reports_get_new_sequences_and_keep_their_content_but_a_stale_inventory(tmp_path):
     spool = Spool(tmp_path / "spool.db")
-    first = _report(spool, events=1)
+    first = _report(spool, events=1, inventory="a" * 64)
     _report(spool)
     spool.reject(1, "HTTP 500")
     spool.reject(2, "HTTP 500")
-    _report(spool)  # 3
+    _report(spool, inventory="b" * 64)  # 3
+    spool.ack(3)
     assert spool.requeue_rejected([1]) == [(1, 4)]
-    assert [r.sequence for r in spool.pending()] == [3, 4] and not spool.pending()[1].urgent
-    assert json.loads(spool.pending()[1].body) == {**first, "sequence": 4}
+    assert [r.sequence for r in spool.pending()] == [4] and not spool.pending()[0].urgent
+    assert json.loads(spool.pending()[0].body) == {**first, "sequence": 4, "inventory": None}
+    spool.ack(4)
+    assert spool.acked_inventory_hash() == "b" * 64  # the node's inventory is not rolled back
     assert [r.sequence for r in spool.rejected_reports()] == [2]
     assert spool.next_sequence() == 5
     assert spool.drop_rejected() == [2] and spool.rejected_count() == 0
