@@ -59,7 +59,8 @@ class Daemon:
         self.nvml_events = config.nvml_events == "on" or (config.nvml_events == "auto" and kernel_log_source is None)
         self.core.builder.interval_s = self.interval_s
         self.sender = SenderThread(
-            Delivery(self.spool, delivery_target(config, self.identity)), poll_s=self.interval_s
+            Delivery(self.spool, delivery_target(config, self.identity), max_server_errors=config.max_server_errors),
+            poll_s=self.interval_s,
         )
         self.cycles = 0
 

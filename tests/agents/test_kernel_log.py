@@ -1,4 +1,5 @@
-"""Kernel log collector: real-format lines (docs/concepts.md) through parse_line and the collector."""
+"""Kernel log collector: lines in the kernel's own formats (NVRM Xid, SXid, PCIe AER) through parse_line and the
+collector."""
 
 from __future__ import annotations
 
