@@ -1,5 +1,6 @@
 """Read-side queries: latest status, time series, fleet summary."""
 
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -27,7 +28,9 @@ def _bucketed(rows, start: datetime, step: int) -> list[list]:
     buckets: dict[int, list[float]] = defaultdict(list)
     base = int(start.timestamp())
     for at, value in rows:
-        if value is None:
+        # Non-finite values cannot be rendered as JSON; the schema bounds every number now, but rows stored
+        # before it did must not turn a chart into a server error.
+        if value is None or not math.isfinite(value):
             continue
         slot = base + ((int(at.timestamp()) - base) // step) * step
         buckets[slot].append(value)

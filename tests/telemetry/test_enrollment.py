@@ -14,8 +14,8 @@ FACTS = {"machine_id": "a1b2c3d4e5f60718", "hostname": "gpu-01", "gpu_count": 8,
          "cloud": {"provider": "aws", "instance_id": "i-0abc", "instance_type": "p5.48xlarge", "spot": True}}
 
 
-def _enroll(token, facts=FACTS):
-    return APIClient().post("/api/v1/agent/enroll", {"token": token, "facts": facts}, format="json")
+def _enroll(token, facts=FACTS, **extra):
+    return APIClient().post("/api/v1/agent/enroll", {"token": token, "facts": facts, **extra}, format="json")
 
 
 def test_operator_creates_token_and_sees_key_and_install_command_once(operator_api):
@@ -66,9 +66,9 @@ def test_enroll_creates_node_with_token_defaults(enrollment_token):
     assert body["credential"] not in NodeCredential.objects.get().key_hash
 
 
-def test_reenrolling_same_machine_reuses_node_and_revokes_old_credential(enrollment_token):
+def test_reenrolling_same_machine_with_its_credential_reuses_node_and_revokes_old_credential(enrollment_token):
     first = _enroll(enrollment_token).json()
-    second = _enroll(enrollment_token, {**FACTS, "hostname": "gpu-01-renamed"})
+    second = _enroll(enrollment_token, {**FACTS, "hostname": "gpu-01-renamed"}, credential=first["credential"])
     assert second.status_code == 200
     assert second.json()["node_id"] == first["node_id"]
     assert Node.objects.count() == 1

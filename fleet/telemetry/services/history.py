@@ -1,5 +1,6 @@
 """History upkeep: 5-minute rollups of raw samples, and retention pruning."""
 
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -20,7 +21,8 @@ def _bucket(at: datetime) -> datetime:
 
 
 def _mean(values):
-    values = [v for v in values if v is not None]
+    # Non-finite readings (stored before the schema bounded every number) would roll up into Infinity.
+    values = [v for v in values if v is not None and math.isfinite(v)]
     return sum(values) / len(values) if values else None
 
 
