@@ -34,7 +34,7 @@ def _bucketed(rows, start: datetime, step: int) -> list[list]:
             continue
         slot = base + ((int(at.timestamp()) - base) // step) * step
         buckets[slot].append(value)
-    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(sum(v) / len(v), 3)]
+    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(sum(x / len(v) for x in v), 3)]
             for slot, v in sorted(buckets.items())]
 
 

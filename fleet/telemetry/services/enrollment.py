@@ -13,7 +13,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from fleet.core.api.errors import DomainError
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record, revoke
-from fleet.inventory.choices import NodeState
+from fleet.inventory.choices import BillingMode, NodeState
 from fleet.inventory.models import Node
 
 from .. import metrics
@@ -25,8 +25,9 @@ logger = logging.getLogger(__name__)
 MAX_APPROVAL = timedelta(days=7)
 
 
-def enrollment_token_create(*, actor, name: str, provider, delivery_form: str, billing_mode: str,
-                            site=None, pool=None, labels: dict | None = None, expires_at: datetime | None = None,
+def enrollment_token_create(*, actor, name: str, provider, delivery_form: str,
+                            billing_mode: str = BillingMode.ON_DEMAND, site=None, pool=None,
+                            labels: dict | None = None, expires_at: datetime | None = None,
                             max_uses: int | None = None) -> tuple[EnrollmentToken, str]:
     key, prefix, key_hash = new_secret(ENROLLMENT_PREFIX)
     with transaction.atomic():

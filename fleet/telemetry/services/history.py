@@ -23,7 +23,8 @@ def _bucket(at: datetime) -> datetime:
 def _mean(values):
     # Non-finite readings (stored before the schema bounded every number) would roll up into Infinity.
     values = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(values) / len(values) if values else None
+    # Divided before adding: the sum of finite readings may overflow where their mean does not.
+    return sum(v / len(values) for v in values) if values else None
 
 
 def _rollup(raw_model, rollup_model, key: str, avg_fields: list[str], extra, since: datetime, until: datetime,
