@@ -10,6 +10,7 @@ from django.db.models import Count
 from fleet.inventory.models import GPU, Node
 
 from .models import GPUSample, GPUSampleRollup, GPUStatus, NodeSample, NodeSampleRollup, NodeStatus
+from .services.history import finite_mean
 
 NODE_METRICS = ["cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "mem_used_pct", "load1", "tcp_retrans_pct",
                 "gpu_util_avg_pct"]
@@ -34,7 +35,7 @@ def _bucketed(rows, start: datetime, step: int) -> list[list]:
             continue
         slot = base + ((int(at.timestamp()) - base) // step) * step
         buckets[slot].append(value)
-    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(sum(x / len(v) for x in v), 3)]
+    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(finite_mean(v), 3)]
             for slot, v in sorted(buckets.items())]
 
 

@@ -9,7 +9,15 @@ from django.utils import timezone
 
 from fleet.inventory.models import GPU
 from fleet.telemetry import metrics
-from fleet.telemetry.models import Event, GPUSample, GPUStatus, NodeSample, NodeSampleRollup, NodeStatus
+from fleet.telemetry.models import (
+    Event,
+    GPUSample,
+    GPUSampleRollup,
+    GPUStatus,
+    NodeSample,
+    NodeSampleRollup,
+    NodeStatus,
+)
 from tests.telemetry.reports import ReportBuilder, gpu_entry
 
 pytestmark = pytest.mark.django_db
@@ -263,8 +271,12 @@ def test_non_finite_history_does_not_break_charts_or_rollups(enroll, viewer_api)
     NodeSample.objects.create(node_id=agent.node_id, at=at, load1=float("inf"))
     NodeSample.objects.create(node_id=agent.node_id, at=at, load1=1e308)
     NodeSample.objects.create(node_id=agent.node_id, at=at, load1=1e308)
+    gpu = GPU.objects.get(node_id=agent.node_id)
+    for _ in range(3):  # a float mean of these rounds up to 2**63, past the column
+        GPUSample.objects.create(gpu=gpu, at=at, memory_used_bytes=2**63 - 1)
     rollup_history(now=timezone.now())
-    assert all(value is None or value < 1e309 for value in NodeSampleRollup.objects.values_list("load1", flat=True))
+    assert list(NodeSampleRollup.objects.values_list("load1", flat=True)) == [1e308]
+    assert GPUSampleRollup.objects.get(gpu=gpu).memory_used_bytes == 2**63 - 1
     response = viewer_api.get(f"/api/v1/nodes/{agent.node_id}/series/",
                               {"metric": "load1", "start": (at - timedelta(minutes=1)).isoformat()})
     assert response.status_code == 200, response.content
