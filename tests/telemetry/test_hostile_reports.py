@@ -4,6 +4,7 @@ import gzip
 import json
 from datetime import UTC, datetime, timedelta
 
+import jsonschema
 import pytest
 from django.utils import timezone
 
@@ -18,6 +19,7 @@ from fleet.telemetry.models import (
     NodeSampleRollup,
     NodeStatus,
 )
+from fleet_agent.schema import definition_schema
 from tests.telemetry.reports import ReportBuilder, gpu_entry
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +107,7 @@ def test_events_over_the_per_report_limit_are_dropped_urgent_ones_kept_and_count
     response = agent.send(builder.report(with_inventory=True, events=events))
     assert response.status_code == 200, response.content
     assert response.json()["dropped"] == {"events": 8, "gpus": 0, "gpu_uuid_conflicts": 0}
+    jsonschema.validate(response.json(), definition_schema("batch_response"))  # the contract the agent reads
     stored = sorted(Event.objects.values_list("message", flat=True))
     assert stored == ["noise 0", "noise 1", "xid 0", "xid 1", "xid 2"]
     assert _counter("fleet_agent_items_dropped_total", what="events") == before + 8
