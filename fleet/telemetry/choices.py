@@ -10,6 +10,8 @@ class EventKind(models.TextChoices):
     REBALANCE = "rebalance", "Rebalance recommendation"
     MAINTENANCE = "maintenance", "Maintenance event"
     AGENT_ERROR = "agent_error", "Agent error"
+    # Recorded by the server, never accepted from an agent: a report named a GPU that belongs to another node.
+    GPU_UUID_CONFLICT = "gpu_uuid_conflict", "GPU uuid claimed by another node"
 
 
 # The events the server acts on at once: the kinds the health rules read, so a batch carrying one has the node

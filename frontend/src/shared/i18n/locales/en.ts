@@ -152,7 +152,7 @@ const en = {
   eventKind: {
     rebalance: "Rebalance recommendation", maintenance: "Maintenance event",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU lost", preemption_notice: "Preemption notice",
-    agent_error: "Agent error",
+    agent_error: "Agent error", gpu_uuid_conflict: "GPU claimed by another node",
   },
   billing: {
     title: "Billing and preemptions", preemptions: "Preemptions", noPreemptions: "No preemptions recorded.",

@@ -151,7 +151,7 @@ const zhCN = {
   eventKind: {
     rebalance: "再平衡建议", maintenance: "维护事件",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU 丢失", preemption_notice: "抢占通知",
-    agent_error: "Agent 错误",
+    agent_error: "Agent 错误", gpu_uuid_conflict: "GPU 已属于其他节点",
   },
   billing: {
     title: "计费与抢占", preemptions: "抢占记录", noPreemptions: "暂无抢占记录。",
