@@ -655,6 +655,24 @@ export interface paths {
         patch: operations["v1_nodes_partial_update"];
         trace?: never;
     };
+    "/api/v1/nodes/{id}/allow-reenrollment/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Let this node's machine enrol again once, within the given minutes, without its current credential (a node that lost its disk). Operators. */
+        post: operations["v1_nodes_allow_reenrollment_create"];
+        /** @description Withdraw the open approvals to re-enrol this node. Operators. */
+        delete: operations["v1_nodes_allow_reenrollment_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/nodes/{id}/billing/": {
         parameters: {
             query?: never;
@@ -1663,6 +1681,14 @@ export interface components {
             expected: unknown;
             actual: unknown;
         };
+        Dropped: {
+            /** @description Events over AGENT_MAX_EVENTS_PER_REPORT / _PER_BATCH */
+            events: number;
+            /** @description New GPUs over AGENT_MAX_GPUS_PER_NODE */
+            gpus: number;
+            /** @description GPU uuids that belong to another node */
+            gpu_uuid_conflicts: number;
+        };
         EnrollCloudRequest: {
             provider?: string | null;
             instance_id?: string | null;
@@ -1681,6 +1707,8 @@ export interface components {
         };
         EnrollRequestRequest: {
             token: string;
+            /** @description The node's current credential, when it has one: re-enrolling a known machine needs it (or an operator's approval). */
+            credential?: string | null;
             facts: components["schemas"]["EnrollFactsRequest"];
         };
         EnrollResponse: {
@@ -1782,9 +1810,10 @@ export interface components {
          *     * `rebalance` - Rebalance recommendation
          *     * `maintenance` - Maintenance event
          *     * `agent_error` - Agent error
+         *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
          * @enum {string}
          */
-        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error";
+        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error" | "gpu_uuid_conflict";
         ExpiringTerm: {
             plan_id: number;
             scope: components["schemas"]["ScopeEnum"];
@@ -1965,9 +1994,12 @@ export interface components {
             ecc_aggregate_corrected?: number | null;
             /** Format: int64 */
             ecc_aggregate_uncorrected?: number | null;
+            /** Format: int64 */
             retired_pages_count?: number | null;
             retired_pages_pending?: boolean | null;
+            /** Format: int64 */
             remapped_rows_correctable?: number | null;
+            /** Format: int64 */
             remapped_rows_uncorrectable?: number | null;
             remapped_rows_pending?: boolean | null;
             remapped_rows_failure?: boolean | null;
@@ -3020,11 +3052,30 @@ export interface components {
             /** Format: decimal */
             lost_gpu_hours: string;
         };
+        ReenrollmentAllowRequest: {
+            /** @description How long the approval lasts (default REENROLLMENT_APPROVAL_MINUTES). */
+            minutes?: number;
+        };
+        ReenrollmentApproval: {
+            readonly id: number;
+            readonly node: number;
+            readonly approved_by: number | null;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly expires_at: string;
+            /** Format: date-time */
+            readonly used_at: string | null;
+            /** Format: date-time */
+            readonly cancelled_at: string | null;
+        };
         ReportAck: {
             acked_sequence: number;
             agent_instance_id: string;
             accepted: number;
             duplicates: number;
+            /** @description Present when stored reports lost some of their content. */
+            dropped?: components["schemas"]["Dropped"];
         };
         /**
          * @description * `viewer` - Viewer
@@ -3343,8 +3394,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EnrollRequestRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["EnrollRequestRequest"];
-                "multipart/form-data": components["schemas"]["EnrollRequestRequest"];
             };
         };
         responses: {
@@ -4594,8 +4643,9 @@ export interface operations {
                  *     * `rebalance` - Rebalance recommendation
                  *     * `maintenance` - Maintenance event
                  *     * `agent_error` - Agent error
+                 *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
                  */
-                kind?: ("aer" | "agent_error" | "gpu_lost" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
+                kind?: ("aer" | "agent_error" | "gpu_lost" | "gpu_uuid_conflict" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
                 node?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
@@ -5247,6 +5297,55 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Node"];
                 };
+            };
+        };
+    };
+    v1_nodes_allow_reenrollment_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this node. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ReenrollmentAllowRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ReenrollmentAllowRequest"];
+                "multipart/form-data": components["schemas"]["ReenrollmentAllowRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReenrollmentApproval"];
+                };
+            };
+        };
+    };
+    v1_nodes_allow_reenrollment_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this node. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
