@@ -56,3 +56,52 @@ def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: s
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A private redis-server on a free port that a test can stop and start again (same port, no persistence),
+    to see what the code under test does while Redis is really down rather than mocked."""
+
+    def __init__(self, workdir: Path, port: int | None = None):
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 (the child keeps it)
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.workdir)], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        wait_for(self.ping, timeout=10, what=f"redis-server on port {self.port}", interval=0.05)
+        return self
+
+    def ping(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis.from_url(self.url, socket_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

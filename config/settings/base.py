@@ -219,7 +219,11 @@ FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
 
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # The cache holds only flood-protection counters, which fail open: a hung Redis must cost a request a bounded
+    # wait (redis-py waits forever by default), not hold a web worker past the agent's timeout.
+    _CACHE_TIMEOUT_S = env_int("REDIS_CACHE_TIMEOUT_MS", 250) / 1000
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": {"socket_connect_timeout": _CACHE_TIMEOUT_S, "socket_timeout": _CACHE_TIMEOUT_S}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}

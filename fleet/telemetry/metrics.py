@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from fleet.core import metrics as core_metrics
 from fleet.inventory.models import Node
 
 from .models import GPUStatus, NodeStatus
@@ -118,7 +119,7 @@ def render() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:
-        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _LATENCY):
+        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _LATENCY, *core_metrics.COLLECTORS):
             registry.register(collector)
     registry.register(FleetCollector())
     return generate_latest(registry)
