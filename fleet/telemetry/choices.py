@@ -14,6 +14,9 @@ class EventKind(models.TextChoices):
 
 URGENT_EVENT_KINDS = {EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE}
 
+# Cloud notice kinds (`cloud.notice.kind`) that end the instance; rebalance and maintenance are advisories.
+RECLAIM_NOTICE_KINDS = {"terminate", "stop", "hibernate", "preempt"}
+
 
 class EventSeverity(models.TextChoices):
     INFO = "info", "Info"

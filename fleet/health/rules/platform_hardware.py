@@ -5,7 +5,7 @@ from django.db.models import F, Q
 from django.utils.dateparse import parse_datetime
 
 from fleet.inventory.choices import Layer
-from fleet.telemetry.choices import EventKind
+from fleet.telemetry.choices import RECLAIM_NOTICE_KINDS, EventKind
 
 from ..choices import Severity, TriageStep
 from .base import Observation, Param, gpu_label, gpu_rule, node_rule
@@ -20,8 +20,7 @@ POWER_MASK = HW_POWER_BRAKE | HW_SLOWDOWN
 _REASON_NAMES = {HW_SLOWDOWN: "HwSlowdown", SW_THERMAL: "SwThermalSlowdown", HW_THERMAL: "HwThermalSlowdown",
                  HW_POWER_BRAKE: "HwPowerBrakeSlowdown"}
 
-# Notice kinds that end the instance (rebalance and maintenance are advisories).
-RECLAIM_NOTICE_KINDS = {"terminate", "stop", "hibernate", "preempt"}
+# Notice kinds that end the instance are RECLAIM_NOTICE_KINDS (telemetry's silence sweep needs them too).
 ADVISORY_NOTICE_KINDS = {"rebalance", "maintenance"}
 
 
