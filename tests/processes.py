@@ -38,10 +38,13 @@ def wait_for(predicate: Callable, *, timeout: float = 30.0, what: str = "conditi
 
 
 @contextlib.contextmanager
-def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: str, timeout: float = 60.0):
-    """Start `command` (output to `log`), wait until `ready()` holds, yield the process, stop it afterwards."""
+def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: str, timeout: float = 60.0,
+            env: dict | None = None):
+    """Start `command` (output to `log`; `env` on top of `process_env()`), wait until `ready()` holds, yield the
+    process, stop it afterwards."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=process_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=ROOT, env={**process_env(), **(env or {})}, stdout=out,
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
         while not ready():
@@ -105,3 +108,19 @@ class RedisServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (e.g. gunicorn's workers); Linux /proc."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def http_ok(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback)
+            return response.status == 200
+    except OSError:
+        return False
