@@ -225,8 +225,23 @@ FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
 
+# --- Overload protection (fleet/core/overload.py, docs/telemetry.md) ------------------------------------
+# A request that waited longer than this for a web worker is answered 503 + Retry-After without being processed:
+# half the agent's 10-s timeout, the other half left for the work. 0 turns shedding off.
+WEB_QUEUE_MAX_S = env_int("WEB_QUEUE_MAX_MS", 5000) / 1000
+# Once the queue has not been empty for a second (overload rather than a burst), the bound drops to this.
+WEB_QUEUE_TARGET_S = env_int("WEB_QUEUE_TARGET_MS", 500) / 1000
+WEB_SHED_RETRY_AFTER_S = env_int("WEB_SHED_RETRY_AFTER_S", 15)
+# A request-start header set by a trusted front proxy (e.g. X-Request-Start); blank: only the kernel's measure.
+# Never name one that clients can set themselves past the proxy.
+WEB_REQUEST_START_HEADER = env_str("WEB_REQUEST_START_HEADER", "")
+
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # The cache holds only flood-protection counters, which fail open: a hung Redis must cost a request a bounded
+    # wait (redis-py waits forever by default), not hold a web worker past the agent's timeout.
+    _CACHE_TIMEOUT_S = env_int("REDIS_CACHE_TIMEOUT_MS", 250) / 1000
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": {"socket_connect_timeout": _CACHE_TIMEOUT_S, "socket_timeout": _CACHE_TIMEOUT_S}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}
