@@ -106,8 +106,8 @@ def test_which_events_have_the_node_evaluated_at_once(enroll, monkeypatch, djang
                                                       kind, severity, evaluated):
     """Every SXid (health judges fatality itself), never an advisory notice (no rule reads one)."""
     sent = []
-    monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",
-                        lambda name, kwargs: sent.append(name))
+    monkeypatch.setattr("fleet.core.failopen.current_app.send_task",
+                        lambda name, kwargs, **options: sent.append(name))
     agent = enroll()
     builder = ReportBuilder(agent.node_id)
     agent.send(builder.report(with_inventory=True))
