@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "fleet.telemetry",
     "fleet.health",
     "fleet.billing",
+    "fleet.remediation",
     "fleet.console",
 ]
 
@@ -191,6 +192,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "telemetry-rollup-history": {"task": "telemetry.rollup_history", "schedule": 300},
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
     "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
+    "remediation-sweep": {"task": "remediation.sweep", "schedule": env_int("REMEDIATION_SWEEP_INTERVAL_S", 15)},
 }
 
 # --- Logging --------------------------------------------------------------------------------------
@@ -215,6 +217,9 @@ AGENT_MAX_BODY_BYTES = env_int("AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Public URL agents use to reach this server (install command, enrolment); blank = derived from the request.
 FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
+# Remediation: how long a worker holds a step before another may resume it (beyond the task's hard time limit,
+# so a slow executor call is never run twice while it is still in flight).
+REMEDIATION_STEP_LEASE_S = env_int("REMEDIATION_STEP_LEASE_S", CELERY_TASK_TIME_LIMIT + 30)
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
 
