@@ -44,3 +44,4 @@ def recording():
     yield make
     if "recording" in registered():
         unregister("recording")
+

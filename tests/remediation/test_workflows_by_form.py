@@ -8,10 +8,11 @@ import pytest
 from fleet.inventory.models import Node
 from fleet.remediation.choices import IncidentState, StepStatus, TimelineKind
 from fleet.remediation.models import FindingIntake, Incident, StepRun
+from fleet.remediation.services.actions import incident_step_complete
 from tests.factories import UserFactory
 from tests.health.factories import T0
 
-from .helpers import fault_and_intake, node_in, pool_for, reboot, report, trigger, walk
+from .helpers import fault_and_intake, node_in, pool_for, reboot, report, tick, trigger, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -122,9 +123,6 @@ def test_verify_holds_until_the_gates_pass(operator):
     with pytest.raises(StopIteration):
         walk(incident, operator, at=at, on_step=on_step)
     # The operator says the agent's smoke test passed, but the Xid finding is still open: the step waits.
-    from .helpers import tick
-    from fleet.remediation.services.actions import incident_step_complete
-
     tick(incident, at=at + timedelta(minutes=5))
     run = StepRun.objects.get(incident=incident, kind="verify")
     incident_step_complete(incident_id=incident.pk, step_index=run.step_index, actor=operator,
