@@ -150,6 +150,16 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "fleet.inventory.choices.NodeState",
         "OwnerEnum": "fleet.inventory.choices.Owner",
         "PreemptionSourceEnum": "fleet.billing.choices.PreemptionSource",
+        "XidPolicyActionEnum": "fleet.health.choices.XidAction",
+        "SeverityEnum": "fleet.health.choices.Severity",
+        "LayerEnum": "fleet.inventory.choices.Layer",
+        "DeliveryFormEnum": "fleet.inventory.choices.DeliveryForm",
+        "BillingModeEnum": "fleet.inventory.choices.BillingMode",
+        "IncidentStateEnum": "fleet.remediation.choices.IncidentState",
+        "BreakerScopeEnum": "fleet.remediation.choices.BreakerScope",
+        "ScopeEnum": "fleet.billing.choices.PlanScope",
+        "StatusEnum": "fleet.health.choices.CheckStatus",
+        "BreakerStateEnum": "fleet.remediation.choices.BreakerState",
     },
 }
 

@@ -201,13 +201,14 @@ class WorkflowSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError("A workflow's slug cannot change.")
         return value
 
-    def validate_steps(self, value):
-        own = self.instance.slug if self.instance is not None else self.initial_data.get("slug")
-        cleaned, errors = workflow_steps_clean(value, own_slug=own)
-        if errors:
-            raise serializers.ValidationError({key.removeprefix("steps"): msgs for key, msgs in errors.items()}
-                                              if "steps" not in errors else errors["steps"])
-        return cleaned
+    def validate(self, attrs):
+        if "steps" in attrs:
+            own = self.instance.slug if self.instance is not None else attrs.get("slug")
+            cleaned, errors = workflow_steps_clean(attrs["steps"], own_slug=own)
+            if errors:
+                raise serializers.ValidationError(errors)  # keyed "steps[i].field"
+            attrs["steps"] = cleaned
+        return attrs
 
 
 class RemediationPolicySerializer(serializers.ModelSerializer):
@@ -266,12 +267,13 @@ class PoolRemediationSettingsSerializer(serializers.ModelSerializer):
                                               f"{', '.join(sorted(known))}.")
         return list(dict.fromkeys(value))
 
-    def validate_maintenance_windows(self, value):
-        cleaned, errors = windows_clean(value)
-        if errors:
-            raise serializers.ValidationError({k or "non_field_errors": v for k, v in errors.items()}
-                                              if "" not in errors else errors[""])
-        return cleaned
+    def validate(self, attrs):
+        if "maintenance_windows" in attrs:
+            cleaned, errors = windows_clean(attrs["maintenance_windows"])
+            if errors:  # keyed "maintenance_windows[i].field"
+                raise serializers.ValidationError({f"maintenance_windows{key}": msgs for key, msgs in errors.items()})
+            attrs["maintenance_windows"] = cleaned
+        return attrs
 
     def update(self, instance, validated_data):
         pool_data = validated_data.pop("pool", {})

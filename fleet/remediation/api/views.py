@@ -4,6 +4,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -266,9 +267,12 @@ class CircuitBreakerViewSet(AuditedModelViewSet):
 
     queryset = CircuitBreaker.objects.select_related("pool", "site", "incident")
     serializer_class = CircuitBreakerSerializer
-    http_method_names = ["get", "put", "patch", "head", "options"]
-    filterset_fields = ["scope", "state", "pool", "site"]
+    http_method_names = ["get", "post", "put", "patch", "head", "options"]
+    filterset_fields = ["state", "pool", "site"]
     pagination_class = None
+
+    def create(self, request, *args, **kwargs):
+        raise MethodNotAllowed("POST", detail="Breakers are created with their pool or site.")
 
     @extend_schema(request=BreakerResetSerializer, responses={200: CircuitBreakerSerializer, **_ACTION_ERRORS})
     @action(detail=True, methods=["post"])
