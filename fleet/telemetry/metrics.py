@@ -121,4 +121,7 @@ def render() -> bytes:
         for collector in (_REPORTS, _DUPLICATES, _REJECTED, _LATENCY):
             registry.register(collector)
     registry.register(FleetCollector())
+    from fleet.remediation.metrics import RemediationCollector  # imported here for the same reason as above
+
+    registry.register(RemediationCollector())
     return generate_latest(registry)
