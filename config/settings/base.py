@@ -230,6 +230,8 @@ FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
 # Remediation: how long a worker holds a step before another may resume it (beyond the task's hard time limit,
 # so a slow executor call is never run twice while it is still in flight).
 REMEDIATION_STEP_LEASE_S = env_int("REMEDIATION_STEP_LEASE_S", CELERY_TASK_TIME_LIMIT + 30)
+# Extra executor modules to import at start-up (each calls fleet.remediation.executors.register()).
+REMEDIATION_EXECUTOR_MODULES = env_list("REMEDIATION_EXECUTOR_MODULES", [])
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
 

@@ -55,7 +55,7 @@ logger = logging.getLogger(__name__)
 START, POLL, CHECK = "start", "poll", "check"
 CHECK_POLL = timedelta(seconds=30)  # engine-side checks (verification gates, a replacement to enrol)
 WATCH_POLL = timedelta(seconds=60)  # conditions the engine watches for a waiting step (a new GPU serial)
-REENQUEUE_AFTER = timedelta(seconds=60)
+REENQUEUE_AFTER = timedelta(seconds=60)  # at most; never longer than the lease (see `reenqueue_after`)
 MAX_PLAN = 100
 NO_AUTO_LABEL = "no-auto-remediation"
 # Preparation steps an escalated workflow need not repeat when this incident already did them.
@@ -75,6 +75,11 @@ NODE_EFFECTS: dict[str, tuple[str, set[str] | None]] = {
 
 def lease() -> timedelta:
     return timedelta(seconds=settings.REMEDIATION_STEP_LEASE_S)
+
+
+def reenqueue_after() -> timedelta:
+    """How long a step handed to a worker is left alone before the sweep hands it over again."""
+    return min(REENQUEUE_AFTER, lease())
 
 
 def incident_lock(incident_id: int) -> Incident | None:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from ..choices import ACTIVE_STATES, IncidentState, StepStatus
 from ..models import Incident, StepRun
-from .engine import REENQUEUE_AFTER, incident_advance, incident_lock, incidents_admit_safely, run_enqueue, run_fail
+from .engine import incident_advance, incident_lock, incidents_admit_safely, reenqueue_after, run_enqueue, run_fail
 from .intake import findings_intake
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def remediation_sweep(*, now: datetime | None = None) -> dict:
             "pk", flat=True)[:BATCH]:
         result["timed_out"] += _time_out(run_id, now=now)
 
-    stale = Q(enqueued_at__isnull=True) | Q(enqueued_at__lte=now - REENQUEUE_AFTER)
+    stale = Q(enqueued_at__isnull=True) | Q(enqueued_at__lte=now - reenqueue_after())
     due = (Q(status=StepStatus.WAITING, next_poll_at__lte=now)
            | Q(status=StepStatus.RUNNING, lease_until__lte=now))
     for run_id in StepRun.objects.filter(due & stale, incident__state__in=sorted(ACTIVE_STATES)).values_list(
