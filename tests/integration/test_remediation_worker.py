@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from config.celery_app import app as celery_app
 from fleet.remediation.models import Incident, PoolRemediationSettings, StepRun
 from fleet.remediation.services.sweep import remediation_sweep
 from tests.health.factories import EventFactory
@@ -19,6 +20,7 @@ from tests.remediation.helpers import node_in, pool_for
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 LEASE_S = 3
+QUEUE = "remediation-kill-test"
 
 
 def _worker(log, name):
@@ -42,6 +44,9 @@ def test_a_worker_killed_mid_step_does_not_repeat_the_side_effect(seeded_remedia
     monkeypatch.setenv("REMEDIATION_STEP_LEASE_S", str(LEASE_S))
     settings.REMEDIATION_STEP_LEASE_S = LEASE_S
     monkeypatch.setenv("FLEET_TEST_LEDGER_PAUSE", "drain")
+    # A queue of its own, so a worker other tests started (without the ledger executor) takes none of these tasks.
+    monkeypatch.setenv("CELERY_TASK_DEFAULT_QUEUE", QUEUE)
+    monkeypatch.setattr(celery_app.conf, "task_default_queue", QUEUE)
     assert ledger_executor.executor.name == "ledger"
 
     pool = pool_for("bare_metal_owned")
