@@ -211,3 +211,25 @@ def test_a_queued_incident_whose_findings_resolved_closes_without_action(operato
     remediation_sweep(now=T0 + timedelta(minutes=1))
     queued.refresh_from_db()
     assert queued.state == IncidentState.RESOLVED and "resolved while it waited" in queued.resolution
+
+
+def test_completing_the_mass_failure_incident_closes_the_breaker(operator):
+    from fleet.remediation.services.actions import incident_step_complete
+
+    pool = pool_for("bare_metal_hosted", max_concurrent=5)
+    nodes = [node_in(pool) for _ in range(4)]
+    fault_and_intake(nodes[:3], at=T0)  # 3 of 4
+    mass = Incident.objects.get(cause_kind="mass_failure")
+    tick(mass, at=T0)  # evidence needs nobody: the findings of the whole pool
+    assert len(mass.evidence.get().bundle["findings"]) == 3
+    at = T0
+    while mass.is_open:
+        at += timedelta(minutes=1)
+        tick(mass, at=at)
+        run = current_run(mass)
+        if run.status == StepStatus.WAITING:
+            incident_step_complete(incident_id=mass.pk, step_index=run.step_index, actor=operator, now=at)
+        mass.refresh_from_db()
+    assert mass.state == IncidentState.RESOLVED
+    breaker = CircuitBreaker.objects.get(pool=pool)
+    assert breaker.state == "closed" and breaker.reset_by == "op"
