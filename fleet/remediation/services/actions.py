@@ -201,7 +201,7 @@ def incident_step_skip(*, incident_id: int, step_index, actor, note: str = "", n
                      + (f": {note}" if note else ""), at=now, actor=actor, run=run)
         incident.current_step = step_index + 1
         incident_set_state(incident, IncidentState.RUNNING)
-        incident_advance(incident, now=now)
+        incident_advance(incident, now=now, actor=actor)
         _audit(actor, incident, "skip", note, step_index=step_index, step_kind=run.kind)
     return incident
 

@@ -137,13 +137,14 @@ def run_create(incident: Incident, index: int, attempt: int, *, now: datetime, n
         finished_at=now if status in STEP_TERMINAL else None)
 
 
-def incident_advance(incident: Incident, *, now: datetime) -> None:
-    """Decide what the incident does next and save it. Call with the incident locked, inside a transaction."""
+def incident_advance(incident: Incident, *, now: datetime, actor=None) -> None:
+    """Decide what the incident does next and save it. Call with the incident locked, inside a transaction.
+    `actor` is who caused this move (it closes the incident when the last step finished)."""
     if incident.state in CLOSED_STATES or incident.state == IncidentState.QUEUED:
         return
     while True:
         if incident.current_step >= len(incident.plan):
-            incident_close(incident, IncidentState.RESOLVED, "workflow complete", now=now)
+            incident_close(incident, IncidentState.RESOLVED, "workflow complete", now=now, actor=actor)
             return
         run = current_run(incident)
         if run is None:
@@ -456,7 +457,7 @@ def step_finish(incident: Incident, run: StepRun, *, now: datetime, actor, messa
     emit(incident, IncidentEventKind.STEP_CHANGED, at=now, run=run)
     incident.current_step = run.step_index + 1
     incident_set_state(incident, IncidentState.RUNNING)
-    incident_advance(incident, now=now)
+    incident_advance(incident, now=now, actor=actor)
 
 
 def _node_effect(incident: Incident, run: StepRun, *, now: datetime) -> dict:
