@@ -14,7 +14,3 @@ def rfc3339(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def from_epoch(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)

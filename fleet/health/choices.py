@@ -2,7 +2,7 @@ from django.db import models
 
 
 class TriageStep(models.TextChoices):
-    """The fixed triage order of DESIGN.md §1; every rule and finding sits in exactly one step."""
+    """The fixed triage order (docs/concepts.md); every rule and finding sits in exactly one step."""
 
     VISIBILITY = "visibility", "Visibility"
     SOFTWARE_CHAIN = "software_chain", "Software chain"

@@ -62,8 +62,8 @@ class RuleOverride(models.Model):
 
 
 class XidPolicy(models.Model):
-    """What an Xid means and what to do first. Seeded from REFERENCE.md; every edit bumps the table version,
-    and each Xid finding records the version that classified it."""
+    """What an Xid means and what to do first. Seeded from `xid_seed` (the agent's Xid catalog); every edit bumps
+    the table version, and each Xid finding records the version that classified it."""
 
     code = models.PositiveIntegerField(unique=True, validators=[MinValueValidator(1), MaxValueValidator(1000)])
     meaning = models.CharField(max_length=200)

@@ -1,6 +1,6 @@
-"""The default responsibility matrix of DESIGN.md §1, as data: (layer, delivery form) → owner.
+"""The default responsibility matrix, as data: (layer, delivery form) → owner (docs/concepts.md shows it).
 
-Provider contracts and single nodes override cells (`BoundaryOverride`); `services.node_boundary`
+Provider contracts and single nodes override cells (`BoundaryOverride`); `selectors.node_boundary`
 merges the three levels and says where each cell came from.
 """
 
@@ -29,7 +29,3 @@ DEFAULT_MATRIX: dict[str, dict[str, str]] = {
 }
 
 LAYER_ORDER: list[str] = [layer.value for layer in L]
-
-
-def default_owner(layer: str, delivery_form: str) -> str:
-    return DEFAULT_MATRIX[layer][delivery_form]

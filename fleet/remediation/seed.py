@@ -4,8 +4,11 @@ Workflows follow the responsible party of the finding, so the same Xid 79 leads 
 delivery forms. Operators edit both through the API; these rows are only the starting point.
 """
 
+from fleet_agent.xid import NODE_REMEDIATIONS_RMA_THRESHOLD
+
 H = 3600
 DAY = 86400
+REPEAT_COUNT = NODE_REMEDIATIONS_RMA_THRESHOLD[0]  # ≥ 5 remediations (in the window intake counts) → RMA / replace
 
 
 def step(kind: str, title: str = "", *, params: dict | None = None, timeout_s: int | None = None,
@@ -120,13 +123,13 @@ CLOUD = ["cloud_shared", "cloud_dedicated"]
 POLICIES: list[dict] = [
     {"priority": 10, "name": "Interruption notice → spot reclaim", "rules": ["preemption_notice"],
      "workflow": "spot-reclaim"},
-    {"priority": 20, "name": "Own metal, 5 remediations in 7 days → RMA", "min_recent_remediations": 5,
+    {"priority": 20, "name": "Own metal, 5 remediations in 7 days → RMA", "min_recent_remediations": REPEAT_COUNT,
      "delivery_forms": ["bare_metal_owned"], "layers": ["hardware"], "severities": ["critical"],
      "workflow": "owned-rma"},
-    {"priority": 21, "name": "Cloud, 5 remediations in 7 days → replace", "min_recent_remediations": 5,
+    {"priority": 21, "name": "Cloud, 5 remediations in 7 days → replace", "min_recent_remediations": REPEAT_COUNT,
      "delivery_forms": CLOUD, "layers": ["hardware"], "severities": ["critical"], "workflow": "cloud-replace"},
     {"priority": 22, "name": "Hosted metal, 5 remediations in 7 days → replacement server",
-     "min_recent_remediations": 5, "delivery_forms": ["bare_metal_hosted"], "layers": ["hardware"],
+     "min_recent_remediations": REPEAT_COUNT, "delivery_forms": ["bare_metal_hosted"], "layers": ["hardware"],
      "severities": ["critical"], "workflow": "hosted-replace"},
     {"priority": 30, "name": "Own metal, Xid escalation → RMA", "rules": ["xid_escalation"],
      "delivery_forms": ["bare_metal_owned"], "workflow": "owned-rma"},

@@ -1,4 +1,4 @@
-"""Seed the rule catalog from the code definitions and the Xid policy table from REFERENCE.md (version 1)."""
+"""Seed the rule catalog from the code definitions and the Xid policy table from `xid_seed` (version 1)."""
 
 from django.db import migrations
 

@@ -11,8 +11,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.urls import reverse
 
+from fleet.inventory.choices import BASELINE_STACK_FIELDS
 from fleet.inventory.models import Node
-from fleet.inventory.selectors import node_baseline
+from fleet.inventory.selectors import node_baselines
 
 from ..choices import (
     ACTIVE_STATES,
@@ -25,8 +26,6 @@ from ..models import Incident, IncidentFinding, StepRun, TimelineEntry
 from ..signals import IncidentEvent, incident_event, incident_event_committed
 
 ENGINE = "engine"
-BASELINE_FIELDS = ["driver_version", "cuda_driver_version", "cuda_toolkits", "frameworks", "container_runtime",
-                   "nvidia_container_toolkit", "os", "kernel"]
 
 
 def jsonable(data):
@@ -136,9 +135,9 @@ def step_facts(incident: Incident, *, finding=None) -> dict:
         if finding.gpu is not None:
             facts.update(gpu_id=finding.gpu.pk, gpu_index=finding.gpu.index, gpu_serial=finding.gpu.serial,
                          gpu_uuid=finding.gpu.uuid, gpu_pci_bus_id=finding.gpu.pci_bus_id)
-    baseline = node_baseline(node=node)
+    baseline = node_baselines(nodes=[(node.pk, node.pool_id)]).get(node.pk)
     if baseline is not None:
-        facts["baseline"] = {name: getattr(baseline, name) for name in BASELINE_FIELDS}
+        facts["baseline"] = {name: getattr(baseline, name) for name in BASELINE_STACK_FIELDS}
     deadline = NodeStatus.objects.filter(node=node).values_list("notice_deadline", flat=True).first()
     if deadline is not None:
         facts["notice_deadline"] = deadline.isoformat()

@@ -20,6 +20,7 @@ from fleet.health.choices import FindingState, Severity
 from fleet.health.models import Finding
 from fleet.inventory.choices import NodeState
 from fleet.inventory.models import Pool
+from fleet_agent.xid import NODE_REMEDIATIONS_RMA_THRESHOLD
 
 from ..choices import OPEN_STATES, CauseKind, IntakeOutcome, OverrideKind
 from ..models import FindingIntake, Incident
@@ -31,7 +32,8 @@ from .policies import MatchFacts, finding_xid_codes, policy_match, policy_snapsh
 
 logger = logging.getLogger(__name__)
 
-REPEAT_WINDOW = timedelta(days=7)
+# The window of the "≥ 5 remediations on one node → RMA / replace" escalation (the count is in the seeded policies).
+REPEAT_WINDOW = timedelta(seconds=NODE_REMEDIATIONS_RMA_THRESHOLD[1])
 PREEMPTION_RULES = {"preemption_notice", "silent_spot_node"}
 MAX_PER_SWEEP = 500
 

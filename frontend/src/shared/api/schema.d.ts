@@ -1363,7 +1363,6 @@ export interface components {
             gpu_model?: string;
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
-            /** Format: int64 */
             gpu_count?: number | null;
             /** Format: date-time */
             readonly updated_at: string;
@@ -1388,7 +1387,6 @@ export interface components {
             gpu_model?: string;
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
-            /** Format: int64 */
             gpu_count?: number | null;
         };
         /**
@@ -1540,7 +1538,6 @@ export interface components {
             readonly id: number;
             pool: number;
             readonly pool_name: string;
-            /** Format: int64 */
             max_checkpoint_age_s: number;
             /** @description Off: spot nodes only (they can vanish at any time). On: every node of the pool. */
             applies_to_all_billing_modes?: boolean;
@@ -1550,7 +1547,6 @@ export interface components {
         };
         CheckpointPolicyRequest: {
             pool: number;
-            /** Format: int64 */
             max_checkpoint_age_s: number;
             /** @description Off: spot nodes only (they can vanish at any time). On: every node of the pool. */
             applies_to_all_billing_modes?: boolean;
@@ -1762,10 +1758,7 @@ export interface components {
             readonly gpu_index: number;
             readonly gpu_uuid: string;
             kind: components["schemas"]["EventKindEnum"];
-            /**
-             * Format: int64
-             * @description Xid / SXid number
-             */
+            /** @description Xid / SXid number */
             code?: number | null;
             severity?: components["schemas"]["SeverityEnum"];
             /**
@@ -1960,7 +1953,6 @@ export interface components {
             power_draw_w?: number | null;
             /** Format: double */
             power_limit_w?: number | null;
-            /** Format: int64 */
             sm_clock_mhz?: number | null;
             /** Format: int64 */
             clock_event_reasons_mask?: number | null;
@@ -1973,24 +1965,16 @@ export interface components {
             ecc_aggregate_corrected?: number | null;
             /** Format: int64 */
             ecc_aggregate_uncorrected?: number | null;
-            /** Format: int64 */
             retired_pages_count?: number | null;
             retired_pages_pending?: boolean | null;
-            /** Format: int64 */
             remapped_rows_correctable?: number | null;
-            /** Format: int64 */
             remapped_rows_uncorrectable?: number | null;
             remapped_rows_pending?: boolean | null;
             remapped_rows_failure?: boolean | null;
-            /** Format: int64 */
             pcie_gen_current?: number | null;
-            /** Format: int64 */
             pcie_gen_max?: number | null;
-            /** Format: int64 */
             pcie_width_current?: number | null;
-            /** Format: int64 */
             pcie_width_max?: number | null;
-            /** Format: int64 */
             process_count?: number;
             /** Format: int64 */
             process_memory_bytes?: number;
@@ -2047,7 +2031,6 @@ export interface components {
             readonly pool_name: string;
             delivery_form: components["schemas"]["DeliveryFormEnum"];
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /** Format: int64 */
             expected_gpu_count?: number;
             expected_gpu_model?: string;
             state?: components["schemas"]["NodeStateEnum"];
@@ -2150,7 +2133,6 @@ export interface components {
             pool?: number | null;
             delivery_form: components["schemas"]["DeliveryFormEnum"];
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /** Format: int64 */
             expected_gpu_count?: number;
             expected_gpu_model?: string;
             state?: components["schemas"]["NodeStateEnum"];
@@ -2182,14 +2164,12 @@ export interface components {
             sequence: number;
             agent_instance_id: string;
             agent_version?: string;
-            /** Format: int64 */
             interval_s?: number;
             silent?: boolean;
             /** Format: date-time */
             silent_since?: string | null;
             nvml_status?: components["schemas"]["NvmlStatusEnum"];
             nvml_message?: string;
-            /** Format: int64 */
             gpu_count_seen?: number | null;
             lost_gpus?: unknown;
             /** Format: double */
@@ -2221,6 +2201,8 @@ export interface components {
             checkpoint_age_s?: number | null;
             checkpoint?: unknown;
             inventory_hash?: string;
+            /** @description From the last inventory; a change is a reboot */
+            boot_id?: string;
         };
         /** @enum {unknown} */
         NullEnum: null;
@@ -2575,7 +2557,6 @@ export interface components {
             gpu_model?: string;
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
-            /** Format: int64 */
             gpu_count?: number | null;
         };
         PatchedBillingPlanRequest: {
@@ -2629,7 +2610,6 @@ export interface components {
         };
         PatchedCheckpointPolicyRequest: {
             pool?: number;
-            /** Format: int64 */
             max_checkpoint_age_s?: number;
             /** @description Off: spot nodes only (they can vanish at any time). On: every node of the pool. */
             applies_to_all_billing_modes?: boolean;
@@ -2666,7 +2646,6 @@ export interface components {
             pool?: number | null;
             delivery_form?: components["schemas"]["DeliveryFormEnum"];
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /** Format: int64 */
             expected_gpu_count?: number;
             expected_gpu_model?: string;
             state?: components["schemas"]["NodeStateEnum"];
@@ -2686,9 +2665,7 @@ export interface components {
             /** @description Cloud instance type or server model */
             instance_type?: string;
             gpu_model?: string;
-            /** Format: int64 */
             gpus_per_node?: number | null;
-            /** Format: int64 */
             max_concurrent_replacements?: number;
         };
         PatchedPriceListEntryRequest: {
@@ -2696,10 +2673,7 @@ export interface components {
             /** @description Cloud instance type or bare-metal server model */
             instance_type?: string;
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /**
-             * Format: int64
-             * @description Reserved only: 12, 36 …; 0 otherwise
-             */
+            /** @description Reserved only: 12, 36 …; 0 otherwise */
             term_months?: number;
             /**
              * Format: decimal
@@ -2714,10 +2688,7 @@ export interface components {
             upfront_cost?: string;
             /** @description ISO 4217 code, e.g. USD, EUR, CNY */
             currency?: string;
-            /**
-             * Format: int64
-             * @description GPUs in one node of this type
-             */
+            /** @description GPUs in one node of this type */
             gpu_count?: number | null;
             note?: string;
         };
@@ -2821,9 +2792,7 @@ export interface components {
             /** @description Cloud instance type or server model */
             instance_type?: string;
             gpu_model?: string;
-            /** Format: int64 */
             gpus_per_node?: number | null;
-            /** Format: int64 */
             max_concurrent_replacements?: number;
             readonly node_count: number;
             /** Format: date-time */
@@ -2838,9 +2807,7 @@ export interface components {
             /** @description Cloud instance type or server model */
             instance_type?: string;
             gpu_model?: string;
-            /** Format: int64 */
             gpus_per_node?: number | null;
-            /** Format: int64 */
             max_concurrent_replacements?: number;
         };
         PoolWhatIf: {
@@ -2877,7 +2844,7 @@ export interface components {
             readonly site_name: string;
             readonly instance_type: string;
             readonly billing_mode: components["schemas"]["BillingModeEnum"];
-            readonly source: components["schemas"]["SourceEnum"];
+            readonly source: components["schemas"]["PreemptionSourceEnum"];
             /**
              * Format: date-time
              * @description When the node was (or will be) taken away
@@ -2921,6 +2888,13 @@ export interface components {
             /** Format: date-time */
             readonly created_at: string;
         };
+        /**
+         * @description * `agent_notice` - Agent saw the cloud's notice
+         *     * `cloud_reclaim` - Reclaim confirmed: notice, then the node went silent
+         *     * `operator` - Marked by an operator
+         * @enum {string}
+         */
+        PreemptionSourceEnum: "agent_notice" | "cloud_reclaim" | "operator";
         PriceListEntry: {
             readonly id: number;
             provider: number;
@@ -2928,10 +2902,7 @@ export interface components {
             /** @description Cloud instance type or bare-metal server model */
             instance_type: string;
             billing_mode: components["schemas"]["BillingModeEnum"];
-            /**
-             * Format: int64
-             * @description Reserved only: 12, 36 …; 0 otherwise
-             */
+            /** @description Reserved only: 12, 36 …; 0 otherwise */
             term_months?: number;
             /**
              * Format: decimal
@@ -2946,10 +2917,7 @@ export interface components {
             upfront_cost?: string;
             /** @description ISO 4217 code, e.g. USD, EUR, CNY */
             currency: string;
-            /**
-             * Format: int64
-             * @description GPUs in one node of this type
-             */
+            /** @description GPUs in one node of this type */
             gpu_count?: number | null;
             note?: string;
             /** Format: date-time */
@@ -2960,10 +2928,7 @@ export interface components {
             /** @description Cloud instance type or bare-metal server model */
             instance_type: string;
             billing_mode: components["schemas"]["BillingModeEnum"];
-            /**
-             * Format: int64
-             * @description Reserved only: 12, 36 …; 0 otherwise
-             */
+            /** @description Reserved only: 12, 36 …; 0 otherwise */
             term_months?: number;
             /**
              * Format: decimal
@@ -2978,10 +2943,7 @@ export interface components {
             upfront_cost?: string;
             /** @description ISO 4217 code, e.g. USD, EUR, CNY */
             currency: string;
-            /**
-             * Format: int64
-             * @description GPUs in one node of this type
-             */
+            /** @description GPUs in one node of this type */
             gpu_count?: number | null;
             note?: string;
         };
@@ -3216,13 +3178,6 @@ export interface components {
             readonly os: string;
             readonly kernel: string;
         };
-        /**
-         * @description * `agent_notice` - Agent saw the cloud's notice
-         *     * `cloud_reclaim` - Reclaim confirmed: notice, then the node went silent
-         *     * `operator` - Marked by an operator
-         * @enum {string}
-         */
-        SourceEnum: "agent_notice" | "cloud_reclaim" | "operator";
         /**
          * @description * `passed` - Passed
          *     * `failed` - Failed

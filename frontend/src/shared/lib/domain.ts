@@ -1,4 +1,4 @@
-// The product's vocabulary (DESIGN.md §1), in the order the console shows it.
+// The product's vocabulary (docs/concepts.md), in the order the console shows it.
 import type { BillingMode, DeliveryForm, Layer, NodeState, Owner, Role, Severity, TriageStepName } from "@/shared/api/types";
 
 /** Responsibility layers, top (application) to bottom (facility): the boundary matrix's rows. */

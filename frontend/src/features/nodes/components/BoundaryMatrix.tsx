@@ -1,4 +1,4 @@
-// The responsibility boundary (DESIGN.md §1): layers × owner, with every active finding placed on its
+// The responsibility boundary (docs/concepts.md): layers × owner, with every active finding placed on its
 // layer in the column of the party responsible for it, so the reader sees at once whom to call.
 import { useTranslation } from "react-i18next";
 import type { BoundaryCell, Layer, Owner } from "@/shared/api/types";

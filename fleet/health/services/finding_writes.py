@@ -1,0 +1,41 @@
+"""Applying a cycle's `ChangeSet`: a handful of bulk statements, whatever the number of rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..choices import FindingState
+from ..models import Finding, HealthCondition
+from .finding_content import finding_content
+from .hysteresis import ChangeSet
+
+_REWRITE_FIELDS = ["state", "resolved_at", "resolution", "last_seen", "gpu", "layer", "severity", "summary",
+                   "evidence", "xid_policy_version", "responsible_party", "responsibility_source", "action_kind",
+                   "recommended_action"]
+
+
+def cycle_changes_write(*, changes: ChangeSet, now: datetime) -> list[Finding]:
+    """Delete, create and update condition rows and findings; returns the findings created."""
+    if changes.conditions_gone:
+        HealthCondition.objects.filter(pk__in=changes.conditions_gone).delete()
+    if changes.conditions_new:
+        HealthCondition.objects.bulk_create(changes.conditions_new)
+    changed_conditions = [c for c in {id(c): c for c in changes.conditions_changed}.values()
+                          if c.pk and c.pk not in set(changes.conditions_gone)]
+    if changed_conditions:
+        HealthCondition.objects.bulk_update(changed_conditions, ["first_true_at", "first_false_at"])
+    # A finding that is still true and says the same as before only moves its last_seen (one cheap UPDATE);
+    # the expensive per-row rewrite is for findings whose content changed or that resolved.
+    rewrite, seen_again = [], []
+    for finding in changes.findings_changed.values():
+        if finding.state == FindingState.OPEN and changes.findings_before.get(finding.pk) == finding_content(finding):
+            seen_again.append(finding.pk)
+        else:
+            rewrite.append(finding)
+    if seen_again:
+        Finding.objects.filter(pk__in=seen_again).update(last_seen=now)
+    if rewrite:
+        Finding.objects.bulk_update(rewrite, _REWRITE_FIELDS)
+    if changes.findings_new:
+        return Finding.objects.bulk_create(changes.findings_new)
+    return []
