@@ -9,7 +9,7 @@ from fleet.health.models import Finding
 from fleet.health.services.evaluation import evaluate
 from fleet.inventory.models import GPU
 from fleet.remediation.choices import ACTIVE_STATES, IncidentState, StepStatus
-from fleet.remediation.models import CircuitBreaker, FindingIntake, Incident, StepRun
+from fleet.remediation.models import CircuitBreaker, FindingIntake, Incident, StepRun, Workflow
 from fleet.remediation.services.actions import incident_cancel
 from fleet.remediation.services.breakers import breaker_reset
 from fleet.remediation.services.engine import current_run
@@ -142,9 +142,10 @@ def test_a_gpu_marked_healthy_opens_no_incident(operator):
 def test_five_remediations_in_a_week_send_the_node_to_rma(operator):
     pool = pool_for("bare_metal_owned", max_concurrent=5)
     node = node_in(pool)
+    workflow = Workflow.objects.get(slug="owned-reboot")
     for day in range(5):
         Incident.objects.create(key=f"inc-old{day}", node=node, pool=pool, cause_kind="xid", cause="xid:79",
-                                title="old", state="resolved", workflow_id=1, opened_at=T0 - timedelta(days=day + 1),
+                                title="old", state="resolved", workflow=workflow, opened_at=T0 - timedelta(days=day + 1),
                                 started_at=T0 - timedelta(days=day + 1), closed_at=T0, opened_by="policy")
     fault_and_intake([node])
     incident = Incident.objects.get(node=node, state__in=sorted(ACTIVE_STATES))
