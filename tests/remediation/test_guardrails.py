@@ -144,9 +144,10 @@ def test_five_remediations_in_a_week_send_the_node_to_rma(operator):
     node = node_in(pool)
     workflow = Workflow.objects.get(slug="owned-reboot")
     for day in range(5):
+        when = T0 - timedelta(days=day + 1)
         Incident.objects.create(key=f"inc-old{day}", node=node, pool=pool, cause_kind="xid", cause="xid:79",
-                                title="old", state="resolved", workflow=workflow, opened_at=T0 - timedelta(days=day + 1),
-                                started_at=T0 - timedelta(days=day + 1), closed_at=T0, opened_by="policy")
+                                title="old", state="resolved", workflow=workflow, opened_at=when, started_at=when,
+                                closed_at=T0, opened_by="policy")
     fault_and_intake([node])
     incident = Incident.objects.get(node=node, state__in=sorted(ACTIVE_STATES))
     assert incident.workflow.slug == "owned-rma"
