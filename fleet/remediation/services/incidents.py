@@ -16,8 +16,6 @@ from fleet.inventory.models import Node
 from fleet.inventory.selectors import node_baselines
 
 from ..choices import (
-    ACTIVE_STATES,
-    CLOSED_STATES,
     IncidentEventKind,
     IncidentState,
     TimelineKind,
@@ -84,7 +82,7 @@ def incident_create(*, node: Node | None, cause_kind: str, cause: str, title: st
     incident = Incident.objects.create(
         key=incident_key(), node=node, cause_kind=cause_kind, cause=cause[:100], title=title[:500],
         pool=pool if pool is not None else (node.pool if node is not None else None),
-        site=site if site is not None else (node.site if node is not None else None),
+        site=site if site is not None else _node_site(node),
         provider=provider if provider is not None else (node.provider if node is not None else None),
         state=IncidentState.QUEUED, delivery_form=boundary.get("delivery_form", ""),
         layer=boundary.get("layer", ""), responsible_party=boundary.get("responsible_party", ""),
@@ -96,6 +94,15 @@ def incident_create(*, node: Node | None, cause_kind: str, cause: str, title: st
                          **(output or {})})
     emit(incident, IncidentEventKind.OPENED, at=at)
     return incident
+
+
+def _node_site(node: Node | None):
+    """A node's site, else its pool's (the circuit breaker counts a node in the same site)."""
+    if node is None:
+        return None
+    if node.site_id is not None:
+        return node.site
+    return node.pool.site if node.pool_id is not None else None
 
 
 def incident_set_state(incident: Incident, state: str, *, reason: str = "", waiting_on: str = "") -> bool:
@@ -146,14 +153,3 @@ def step_facts(incident: Incident, *, finding=None) -> dict:
         facts["replacement_hostname"] = incident.replacement_node.hostname
     return facts
 
-
-def node_is_busy(node_id: int, *, excluding: int | None = None) -> Incident | None:
-    """Another started incident on the same node (one workflow at a time per node)."""
-    qs = Incident.objects.filter(node_id=node_id, state__in=sorted(ACTIVE_STATES))
-    if excluding is not None:
-        qs = qs.exclude(pk=excluding)
-    return qs.order_by("started_at", "pk").first()
-
-
-def is_closed(incident: Incident) -> bool:
-    return incident.state in CLOSED_STATES
