@@ -70,3 +70,12 @@ def seeded_catalog(transactional_db):
 
     rule_catalog_sync()
     seed_xid_policies(XidPolicy)
+
+
+@pytest.fixture
+def seeded_remediation(seeded_catalog):
+    """Likewise for the remediation workflows and policies that migration seeded."""
+    from fleet.remediation.models import RemediationPolicy, Workflow
+    from fleet.remediation.seed import seed_remediation
+
+    seed_remediation(Workflow, RemediationPolicy)

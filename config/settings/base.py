@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "fleet.telemetry",
     "fleet.health",
     "fleet.billing",
+    "fleet.remediation",
     "fleet.console",
 ]
 
@@ -149,6 +150,16 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "fleet.inventory.choices.NodeState",
         "OwnerEnum": "fleet.inventory.choices.Owner",
         "PreemptionSourceEnum": "fleet.billing.choices.PreemptionSource",
+        "XidPolicyActionEnum": "fleet.health.choices.XidAction",
+        "SeverityEnum": "fleet.health.choices.Severity",
+        "LayerEnum": "fleet.inventory.choices.Layer",
+        "DeliveryFormEnum": "fleet.inventory.choices.DeliveryForm",
+        "BillingModeEnum": "fleet.inventory.choices.BillingMode",
+        "IncidentStateEnum": "fleet.remediation.choices.IncidentState",
+        "BreakerScopeEnum": "fleet.remediation.choices.BreakerScope",
+        "ScopeEnum": "fleet.billing.choices.PlanScope",
+        "StatusEnum": "fleet.health.choices.CheckStatus",
+        "BreakerStateEnum": "fleet.remediation.choices.BreakerState",
     },
 }
 
@@ -177,6 +188,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Deployments sharing one Redis keep apart by queue name.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -191,6 +204,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "telemetry-rollup-history": {"task": "telemetry.rollup_history", "schedule": 300},
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
     "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
+    "remediation-sweep": {"task": "remediation.sweep", "schedule": env_int("REMEDIATION_SWEEP_INTERVAL_S", 15)},
 }
 
 # --- Logging --------------------------------------------------------------------------------------
@@ -222,6 +236,11 @@ REENROLLMENT_APPROVAL_MINUTES = env_int("REENROLLMENT_APPROVAL_MINUTES", 60)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Public URL agents use to reach this server (install command, enrolment); blank = derived from the request.
 FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
+# Remediation: how long a worker holds a step before another may resume it (beyond the task's hard time limit,
+# so a slow executor call is never run twice while it is still in flight).
+REMEDIATION_STEP_LEASE_S = env_int("REMEDIATION_STEP_LEASE_S", CELERY_TASK_TIME_LIMIT + 30)
+# Extra executor modules to import at start-up (each calls fleet.remediation.executors.register()).
+REMEDIATION_EXECUTOR_MODULES = env_list("REMEDIATION_EXECUTOR_MODULES", [])
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
 
