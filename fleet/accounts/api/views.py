@@ -1,5 +1,3 @@
-import math
-
 from django.contrib.auth import authenticate, login, logout, update_session_auth_hash
 from django.middleware.csrf import get_token
 from django.utils.decorators import method_decorator
@@ -118,7 +116,7 @@ class SessionView(APIView):
         address = client_address(request)
         wait = login_throttle_check(username=username, address=address)
         if wait is not None:
-            raise Throttled(wait=wait, detail=f"Too many login attempts; try again in {math.ceil(wait)} s.")
+            raise Throttled(wait=wait, detail="Too many login attempts.")
         user = authenticate(request, username=username, password=password)
         if user is None:
             login_failure_record(username=username, address=address)

@@ -79,7 +79,7 @@ def _translate(exc):
     if isinstance(exc, ProtectedError | RestrictedError):
         # Deleting a row that others still point at is a conflict the caller can resolve, not a server error.
         blockers = exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects
-        kinds = sorted({obj._meta.verbose_name_plural for obj in blockers})
+        kinds = sorted({str(obj._meta.verbose_name_plural) for obj in blockers})
         return DomainError(f"Still referenced by {', '.join(kinds)}; delete or move those first.",
                            code="protected")
     if isinstance(exc, RequestDataTooBig):

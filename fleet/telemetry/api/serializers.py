@@ -12,7 +12,7 @@ class EnrollmentTokenSerializer(serializers.ModelSerializer):
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all(), required=False, allow_null=True)
     labels = serializers.DictField(child=serializers.CharField(max_length=200), required=False)
     is_usable = serializers.BooleanField(read_only=True)
-    max_uses = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    max_uses = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
 
     class Meta:
         model = EnrollmentToken
