@@ -38,10 +38,13 @@ def wait_for(predicate: Callable, *, timeout: float = 30.0, what: str = "conditi
 
 
 @contextlib.contextmanager
-def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: str, timeout: float = 60.0):
-    """Start `command` (output to `log`), wait until `ready()` holds, yield the process, stop it afterwards."""
+def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: str, timeout: float = 60.0,
+            env: dict | None = None):
+    """Start `command` (output to `log`), wait until `ready()` holds, yield the process, stop it afterwards.
+    `env` adds to (or overrides) `process_env()`."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=process_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=ROOT, env={**process_env(), **(env or {})}, stdout=out,
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
         while not ready():

@@ -70,8 +70,8 @@ def _require_may_change(*, user: User, actor) -> None:
         raise PermissionDenied("Only a superuser may change or delete a superuser.")
 
 
-def user_create(*, username: str, password: str | None, role: str, email: str = "", is_active: bool = True,
-                actor=None) -> User:
+def user_create(*, username: str, password: str | None, role: str = Role.VIEWER, email: str = "",
+                is_active: bool = True, actor=None) -> User:
     with transaction.atomic():
         user = User(username=username, email=email, role=role, is_active=is_active, is_staff=role == Role.ADMIN)
         if password:

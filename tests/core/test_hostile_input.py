@@ -221,3 +221,11 @@ def test_deleting_a_referenced_row_is_a_409_not_a_500(operator_api):
     error = _error(operator_api.delete(f"/api/v1/providers/{node.provider_id}/"), 409)
     assert error["code"] == "protected" and "nodes" in error["message"]
     assert Provider.objects.filter(pk=node.provider_id).exists()
+
+
+@pytest.mark.parametrize("param", ["gpu", "node", "pool", "code"])
+def test_number_filters_beyond_64_bits_are_a_400(viewer_api, param):
+    NodeFactory()
+    response = viewer_api.get("/api/v1/events/", {param: "1.1e39"})
+    assert param in _error(response, 400)["fields"]
+    assert viewer_api.get("/api/v1/events/", {param: "12"}).status_code == 200
