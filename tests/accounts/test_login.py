@@ -195,3 +195,17 @@ def test_admin_login_success_and_address_limit(settings):
     assert response.status_code == 302
     client.post("/admin/login/", {"username": "root", "password": "wrong"})
     assert client.post("/admin/login/", {"username": "root", "password": PASSWORD}).status_code == 429
+
+
+def test_oversized_credentials_are_refused_before_hashing(alice, hashes):
+    client, csrf = _csrf_client()
+    response = _login(client, csrf, password="x" * 5000)
+    assert response.status_code == 400
+    assert "password" in response.json()["error"]["fields"]
+    assert hashes.call_count == 0
+
+
+def test_password_whitespace_is_not_trimmed(settings):
+    UserFactory(username="spacey", password=" padded pw ")
+    client, csrf = _csrf_client()
+    assert _login(client, csrf, username="spacey", password=" padded pw ").status_code == 200

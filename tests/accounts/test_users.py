@@ -202,3 +202,12 @@ def test_django_admin_hides_superusers_from_plain_admins(admin, root, client):
 def test_unlock_login_command_is_audited():
     call_command("unlock_login", "someone")
     assert AuditEntry.objects.get(object_type="accounts.login").note == "login lockout cleared"
+
+
+def test_user_list_says_who_is_a_superuser(admin, root):
+    rows = {row["username"]: row for row in _as(admin).get("/api/v1/users/").json()["results"]}
+    assert rows["root"]["is_superuser"] is True and rows["plain-admin"]["is_superuser"] is False
+    response = _as(root).patch(f"/api/v1/users/{admin.pk}/", {"is_superuser": True}, format="json")
+    assert response.status_code == 200
+    admin.refresh_from_db()
+    assert admin.is_superuser is False  # read-only: nobody is made a superuser through the API

@@ -15,8 +15,9 @@ class UserSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = User
-        fields = ["id", "username", "email", "role", "is_active", "password", "last_login", "date_joined"]
-        read_only_fields = ["last_login", "date_joined"]
+        fields = ["id", "username", "email", "role", "is_active", "is_superuser", "password", "last_login",
+                  "date_joined"]
+        read_only_fields = ["is_superuser", "last_login", "date_joined"]
 
     def validate_password(self, value):
         validate_password(value, user=self.instance)
@@ -74,8 +75,9 @@ class APITokenCreatedSerializer(APITokenSerializer):
 
 
 class LoginSerializer(serializers.Serializer):
-    username = serializers.CharField()
-    password = serializers.CharField(style={"input_type": "password"})
+    # Bounded so a megabyte "password" is refused before anything hashes it.
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=1024, trim_whitespace=False, style={"input_type": "password"})
 
 
 class SessionSerializer(serializers.Serializer):
