@@ -6,7 +6,8 @@ are sent on every run; raise FLEET_FUZZ_EXAMPLES for a deeper search. Path param
 so updates and deletes reach real objects. Each request runs in a savepoint that is rolled back, so no request
 sees what an earlier one did and a database error cannot poison the ones after it.
 
-The agent endpoints (`/api/v1/agent/…`) are left out: they have their own schema-aware fuzz test.
+The agent endpoints (`/api/v1/agent/…`) are left out: they take a node credential, not a user's token, so
+from here they answer every request with a 401 or 403; fuzzing the agent protocol needs enrolled nodes.
 """
 
 import os
