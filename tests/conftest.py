@@ -39,6 +39,7 @@ def token_for(db):
     """Return (user, key) for a user of the given role holding a real API token."""
 
     def make(role: str = Role.OPERATOR, **kwargs):
+        kwargs.setdefault("write_enabled", True)  # tokens are read-only unless asked for; these tests ask
         user = UserFactory(username=f"tok-{role}-{UserFactory._meta.model.objects.count()}", role=role)
         _, key = api_token_create(user=user, name="test", **kwargs)
         return user, key

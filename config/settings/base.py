@@ -1,9 +1,11 @@
 """Settings shared by every environment. Every value comes from the environment with a safe default;
 `.env.example` lists them all."""
 
+import re
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from .env import env_bool, env_int, env_list, env_str
 
@@ -39,6 +41,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "fleet.core.api.http.APIInputGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -120,8 +123,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.accounts.permissions.RolePermission"],
+    # Every body the API reads goes through these: size, nesting depth, NUL and 64-bit integer limits.
+    "DEFAULT_PARSER_CLASSES": [
+        "fleet.core.api.parsers.JSONParser",
+        "fleet.core.api.parsers.FormParser",
+        "fleet.core.api.parsers.MultiPartParser",
+    ],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "fleet.core.api.filters.FleetFilterBackend",
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],
@@ -130,6 +139,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "fleet.core.api.errors.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # Proxies in front of the web tier whose X-Forwarded-For is trusted for the client's address (throttles).
+    # 0: REMOTE_ADDR only; DRF's own default (None) would believe any X-Forwarded-For a client sends.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0),
     "DEFAULT_THROTTLE_RATES": {"agent": env_str("AGENT_RATE_LIMIT", "120/min"),
                                "enroll": env_str("ENROLL_RATE_LIMIT", "600/min")},
 }
@@ -232,6 +244,22 @@ AGENT_MAX_EVENTS_PER_BATCH = env_int("AGENT_MAX_EVENTS_PER_BATCH", 1000)
 AGENT_MAX_GPUS_PER_NODE = env_int("AGENT_MAX_GPUS_PER_NODE", 64)
 # How long an operator's "allow re-enrolment" for a node lasts unless the request says otherwise.
 REENROLLMENT_APPROVAL_MINUTES = env_int("REENROLLMENT_APPROVAL_MINUTES", 60)
+# Deepest JSON nesting any API body may have (the agent's reports have their own limit).
+API_JSON_MAX_DEPTH = env_int("API_JSON_MAX_DEPTH", 32)
+# /api/schema/ and /api/docs/ without signing in: off by default (local settings turn it on).
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", False)
+# New API tokens: read-only unless asked for, expiring after the default; no token may live longer than the max.
+API_TOKEN_DEFAULT_TTL_DAYS = env_int("API_TOKEN_DEFAULT_TTL_DAYS", 90)
+API_TOKEN_MAX_TTL_DAYS = env_int("API_TOKEN_MAX_TTL_DAYS", 365)
+# Login throttle (API session login and /admin/login/), checked before any password is hashed: attempts per
+# source address (DRF rate syntax; blank = off), and a per-username back-off after this many failures in a
+# row, starting at BASE seconds and doubling per further failure up to MAX.
+LOGIN_RATE_LIMIT = env_str("LOGIN_RATE_LIMIT", "20/min")
+if LOGIN_RATE_LIMIT and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", LOGIN_RATE_LIMIT):
+    raise ImproperlyConfigured(f"LOGIN_RATE_LIMIT={LOGIN_RATE_LIMIT!r} is not a rate such as 20/min")
+LOGIN_LOCKOUT_FAILURES = env_int("LOGIN_LOCKOUT_FAILURES", 5)
+LOGIN_LOCKOUT_BASE_S = env_int("LOGIN_LOCKOUT_BASE_S", 30)
+LOGIN_LOCKOUT_MAX_S = env_int("LOGIN_LOCKOUT_MAX_S", 900)
 # Optional bearer token for GET /metrics (blank = open, as Prometheus scrapers usually expect on a private net).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Public URL agents use to reach this server (install command, enrolment); blank = derived from the request.

@@ -6,3 +6,4 @@ from .env import env_bool, env_str, local_secret_key
 
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR)
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", True)
