@@ -1755,10 +1755,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         get: operations["v1_users_list"];
         put?: never;
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         post: operations["v1_users_create"];
         delete?: never;
         options?: never;
@@ -1773,16 +1779,28 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         get: operations["v1_users_retrieve"];
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         put: operations["v1_users_update"];
         post?: never;
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         delete: operations["v1_users_destroy"];
         options?: never;
         head?: never;
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         patch: operations["v1_users_partial_update"];
         trace?: never;
     };
@@ -1921,9 +1939,16 @@ export interface components {
             readonly user: string;
             /** @description First characters, to tell keys apart. */
             readonly prefix: string;
-            write_enabled?: boolean;
-            /** Format: date-time */
-            expires_at?: string | null;
+            /**
+             * @description Off unless asked for: a token can write only when created with this set.
+             * @default false
+             */
+            write_enabled: boolean;
+            /**
+             * Format: date-time
+             * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
+             */
+            expires_at?: string;
             /** Format: date-time */
             readonly revoked_at: string | null;
             /** Format: date-time */
@@ -1939,9 +1964,16 @@ export interface components {
             readonly user: string;
             /** @description First characters, to tell keys apart. */
             readonly prefix: string;
-            write_enabled?: boolean;
-            /** Format: date-time */
-            expires_at?: string | null;
+            /**
+             * @description Off unless asked for: a token can write only when created with this set.
+             * @default false
+             */
+            write_enabled: boolean;
+            /**
+             * Format: date-time
+             * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
+             */
+            expires_at?: string;
             /** Format: date-time */
             readonly revoked_at: string | null;
             /** Format: date-time */
@@ -1954,9 +1986,16 @@ export interface components {
         };
         APITokenRequest: {
             name: string;
-            write_enabled?: boolean;
-            /** Format: date-time */
-            expires_at?: string | null;
+            /**
+             * @description Off unless asked for: a token can write only when created with this set.
+             * @default false
+             */
+            write_enabled: boolean;
+            /**
+             * Format: date-time
+             * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
+             */
+            expires_at?: string;
         };
         /**
          * @description * `provider_ticket` - Open a ticket with the provider
@@ -4515,6 +4554,11 @@ export interface components {
              * @description Designates whether this user should be treated as active. Unselect this instead of deleting accounts.
              */
             is_active?: boolean;
+            /**
+             * Superuser status
+             * @description Designates that this user has all permissions without explicitly assigning them.
+             */
+            readonly is_superuser: boolean;
             /** Format: date-time */
             readonly last_login: string | null;
             /** Format: date-time */
