@@ -51,7 +51,7 @@ def test_default_lifetime_is_configurable(operator_api, settings):
 
 
 @pytest.mark.parametrize("expires_at, message", [
-    (None, "null"),
+    (None, "Every token expires"),
     ("2000-01-01T00:00:00Z", "future"),
     ((timezone.now() + timedelta(days=400)).isoformat(), "365 days"),
 ])

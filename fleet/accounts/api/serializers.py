@@ -44,7 +44,7 @@ class APITokenSerializer(serializers.ModelSerializer):
     write_enabled = serializers.BooleanField(
         default=False, help_text="Off unless asked for: a token can write only when created with this set.")
     expires_at = serializers.DateTimeField(
-        required=False, help_text="Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most "
+        required=False, allow_null=True, help_text="Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most "
         "API_TOKEN_MAX_TTL_DAYS (365). Every token expires.")
 
     class Meta:
@@ -54,6 +54,9 @@ class APITokenSerializer(serializers.ModelSerializer):
         read_only_fields = ["prefix", "revoked_at", "last_used_at", "created_at"]
 
     def validate_expires_at(self, value):
+        # Null only ever comes back for tokens made before every token expired; none is created that way.
+        if value is None:
+            raise serializers.ValidationError("Every token expires: give a time, or leave it out for the default.")
         now = timezone.now()
         if value <= now:
             raise serializers.ValidationError("Must be in the future.")

@@ -1948,7 +1948,7 @@ export interface components {
              * Format: date-time
              * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
              */
-            expires_at?: string;
+            expires_at?: string | null;
             /** Format: date-time */
             readonly revoked_at: string | null;
             /** Format: date-time */
@@ -1973,7 +1973,7 @@ export interface components {
              * Format: date-time
              * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
              */
-            expires_at?: string;
+            expires_at?: string | null;
             /** Format: date-time */
             readonly revoked_at: string | null;
             /** Format: date-time */
@@ -1995,7 +1995,7 @@ export interface components {
              * Format: date-time
              * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
              */
-            expires_at?: string;
+            expires_at?: string | null;
         };
         /**
          * @description * `provider_ticket` - Open a ticket with the provider
