@@ -273,3 +273,10 @@ def test_evidence_and_executors(viewer_api, operator_api, fleet):
     assert text["Content-Type"].startswith("text/plain") and incident.node.hostname in text.content.decode()
     executors = viewer_api.get("/api/v1/executors/").json()
     assert executors[0]["name"] == "manual" and "rma" in executors[0]["kinds"]
+
+
+@pytest.mark.parametrize("action", ["approve", "complete", "fail", "retry", "skip", "escalate", "cancel", "note"])
+def test_an_incident_id_that_is_not_a_number_is_a_404(operator_api, action):
+    response = operator_api.post(f"/api/v1/incidents/null/{action}/", {}, format="json")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"]

@@ -5,6 +5,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import MethodNotAllowed
+from rest_framework.generics import get_object_or_404 as get_object_or_404_lenient
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -103,10 +104,11 @@ class IncidentViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return self._detail(incident, status.HTTP_201_CREATED)
 
     def _run(self, request, pk, serializer_class, fn, **extra):
-        get_object_or_404(self.get_queryset().model, pk=pk)
+        # DRF's lookup turns an id that is not a number into a 404 instead of a ValueError.
+        pk = get_object_or_404_lenient(self.get_queryset().model.objects.all(), pk=pk).pk
         data = serializer_class(data=request.data)
         data.is_valid(raise_exception=True)
-        incident = fn(incident_id=int(pk), actor=request.user, **data.validated_data, **extra)
+        incident = fn(incident_id=pk, actor=request.user, **data.validated_data, **extra)
         return self._detail(incident)
 
     @_step_action(StepActionSerializer, "Approve the current step (destructive steps, workflows that ask, nodes "
@@ -143,10 +145,10 @@ class IncidentViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @_step_action(NoteSerializer, "Cancel the incident (a mass-failure incident also closes its circuit breaker).")
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        get_object_or_404(self.get_queryset().model, pk=pk)
+        pk = get_object_or_404_lenient(self.get_queryset().model.objects.all(), pk=pk).pk
         data = NoteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return self._detail(actions.incident_cancel(incident_id=int(pk), actor=request.user,
+        return self._detail(actions.incident_cancel(incident_id=pk, actor=request.user,
                                                     note=data.validated_data["note"]))
 
     @_step_action(NoteSerializer, "Add a note to the timeline.")
