@@ -1,15 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.routers import SimpleRouter
 
-from fleet.core.api.views import AuditEntryViewSet
 from fleet.core.views import healthz, readyz
 from fleet.telemetry.api.urls import agent_urlpatterns
 from fleet.telemetry.views import agent_file, agent_index, install_script, metrics_view
-
-core_router = SimpleRouter()
-core_router.register("audit", AuditEntryViewSet)
 
 api_v1 = [
     path("", include(agent_urlpatterns)),
@@ -18,7 +13,6 @@ api_v1 = [
     path("", include("fleet.telemetry.api.urls")),
     path("", include("fleet.health.api.urls")),
     path("", include("fleet.billing.api.urls")),
-    path("", include(core_router.urls)),
 ]
 
 urlpatterns = [

@@ -30,9 +30,10 @@ INSTALLED_APPS = [
     "fleet.accounts",
     "fleet.inventory",
     "fleet.telemetry",
-    "fleet.health",
     "fleet.billing",
+    "fleet.health",
     "fleet.console",
+    "fleet.demo",
 ]
 
 MIDDLEWARE = [

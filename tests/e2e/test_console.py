@@ -16,7 +16,7 @@ from importlib import resources
 import pytest
 
 from fleet.accounts.choices import Role
-from fleet.core.demo import demo_seed
+from fleet.demo.seed import demo_seed
 from fleet.health.services.evaluation import evaluate
 from fleet_agent.simulator import SimulatedAgent, parse_scenario
 from fleet_agent.timeutil import utc_now

@@ -1,6 +1,8 @@
 from django.contrib.auth.password_validation import validate_password
 from rest_framework import serializers
 
+from fleet.core.models import AuditEntry
+
 from ..choices import Role
 from ..models import APIToken, User
 
@@ -73,3 +75,10 @@ class LoginSerializer(serializers.Serializer):
 class SessionSerializer(serializers.Serializer):
     authenticated = serializers.BooleanField()
     user = MeSerializer(allow_null=True)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "at", "actor", "actor_label", "action", "object_type", "object_id", "object_repr",
+                  "before", "after", "note"]

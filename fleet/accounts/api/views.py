@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.models import AuditEntry
 
 from ..choices import Role
 from ..models import APIToken, User
@@ -17,11 +18,22 @@ from ..services import api_token_create, api_token_revoke
 from .serializers import (
     APITokenCreatedSerializer,
     APITokenSerializer,
+    AuditEntrySerializer,
     LoginSerializer,
     MeSerializer,
     SessionSerializer,
     UserSerializer,
 )
+
+
+class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
+    """The audit log of writes (kept by core, which knows no roles). Operators and admins may read it."""
+
+    queryset = AuditEntry.objects.all()
+    serializer_class = AuditEntrySerializer
+    read_role = Role.OPERATOR
+    filterset_fields = ["action", "object_type", "object_id", "actor"]
+    search_fields = ["object_repr", "actor_label"]
 
 
 class UserViewSet(AuditedModelViewSet):
