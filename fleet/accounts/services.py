@@ -2,9 +2,9 @@ from datetime import datetime
 
 from django.db import transaction
 
-from fleet.core.models import AuditEntry
+from fleet.core.audit import audit_context
 from fleet.core.secrets import new_secret
-from fleet.core.services import audit_record, revoke
+from fleet.core.services import revoke
 
 from .models import APIToken, User
 
@@ -15,14 +15,11 @@ def api_token_create(*, user: User, name: str, write_enabled: bool = True,
                      expires_at: datetime | None = None, actor=None) -> tuple[APIToken, str]:
     """Create a token and return it with its plain key, which is never stored or shown again."""
     key, prefix, key_hash = new_secret(TOKEN_PREFIX)
-    with transaction.atomic():
+    with transaction.atomic(), audit_context(actor=actor or user):
         token = APIToken.objects.create(
             user=user, name=name, prefix=prefix, key_hash=key_hash,
             write_enabled=write_enabled, expires_at=expires_at,
         )
-        audit_record(actor=actor or user, action=AuditEntry.Action.CREATE, instance=token,
-                     after={"name": name, "user": user.username, "write_enabled": write_enabled,
-                            "expires_at": expires_at})
     return token, key
 
 
@@ -31,7 +28,7 @@ def api_token_revoke(*, token: APIToken, actor) -> APIToken:
 
 
 def user_create(*, username: str, password: str | None, role: str, email: str = "", actor=None) -> User:
-    with transaction.atomic():
+    with transaction.atomic(), audit_context(actor=actor):
         user = User(username=username, email=email, role=role, is_staff=role == "admin")
         if password:
             user.set_password(password)
@@ -39,6 +36,4 @@ def user_create(*, username: str, password: str | None, role: str, email: str = 
             user.set_unusable_password()
         user.full_clean(exclude=["password"])
         user.save()
-        audit_record(actor=actor, action=AuditEntry.Action.CREATE, instance=user,
-                     after={"username": username, "role": role})
     return user
