@@ -126,18 +126,25 @@ def exempt_models() -> set[type[models.Model]]:
     return set(_exempt)
 
 
-def snapshot(instance: models.Model) -> dict:
-    """The row as JSON: foreign keys by id under the field's name, secrets masked, bookkeeping left out."""
+def _is_secret(name: str) -> bool:
+    return name == "password" or name.endswith("_hash")
+
+
+def _row(instance: models.Model) -> dict:
+    """The row as JSON, secrets included (kept in memory only, to see whether they changed)."""
     skip = _audited.get(type(instance), frozenset())
-    data = {}
-    for field in instance._meta.concrete_fields:
-        if field.name in skip:
-            continue
-        value = getattr(instance, field.attname)
-        if field.name == "password" or field.name.endswith("_hash"):
-            value = MASK if value else value
-        data[field.name] = value
-    return jsonable(data)
+    return jsonable({field.name: getattr(instance, field.attname)
+                     for field in instance._meta.concrete_fields if field.name not in skip})
+
+
+def _masked(row: dict) -> dict:
+    return {name: MASK if _is_secret(name) and value else value for name, value in row.items()}
+
+
+def snapshot(instance: models.Model) -> dict:
+    """The row as an entry stores it: foreign keys by id under the field's name, secrets masked, bookkeeping
+    left out."""
+    return _masked(_row(instance))
 
 
 # --- the receivers -------------------------------------------------------------------------------------------
@@ -147,7 +154,7 @@ def _before_save(sender, instance, raw=False, **kwargs):
     if raw or instance._state.adding or instance.pk is None:
         return
     old = sender._base_manager.filter(pk=instance.pk).first()
-    instance._audit_before = snapshot(old) if old is not None else None
+    instance._audit_before = _row(old) if old is not None else None
 
 
 def _after_save(sender, instance, created, raw=False, **kwargs):
@@ -155,17 +162,17 @@ def _after_save(sender, instance, created, raw=False, **kwargs):
         return
     from .models import AuditEntry
 
-    after = snapshot(instance)
+    after = _row(instance)
     before = getattr(instance, "_audit_before", None)
     instance._audit_before = None
     if created or before is None:
-        _write(AuditEntry.Action.CREATE, instance, before=None, after=after)
+        _write(AuditEntry.Action.CREATE, instance, before=None, after=_masked(after))
         return
     changed = sorted(name for name in after if before.get(name) != after[name])
     if not changed and not current_note():
         return
-    _write(AuditEntry.Action.UPDATE, instance, before={name: before.get(name) for name in changed},
-           after={name: after[name] for name in changed})
+    _write(AuditEntry.Action.UPDATE, instance, before=_masked({name: before.get(name) for name in changed}),
+           after=_masked({name: after[name] for name in changed}))
 
 
 def _after_delete(sender, instance, **kwargs):
