@@ -27,7 +27,9 @@ from .serializers import (
 
 
 class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
-    """The audit log of writes (kept by core, which knows no roles). Operators and admins may read it."""
+    """The audit log of writes. Operators and admins may read it."""
+
+    # Served here rather than by core, which keeps the log but knows no roles.
 
     queryset = AuditEntry.objects.all()
     serializer_class = AuditEntrySerializer
