@@ -1,16 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
-from rest_framework.routers import SimpleRouter
 
 from fleet.accounts.views import admin_login
 from fleet.core.api.docs import APIDocsView, APISchemaView
-from fleet.core.api.views import AuditEntryViewSet
 from fleet.core.views import healthz, readyz
 from fleet.telemetry.api.urls import agent_urlpatterns
 from fleet.telemetry.views import agent_file, agent_index, install_script, metrics_view
-
-core_router = SimpleRouter()
-core_router.register("audit", AuditEntryViewSet)
 
 api_v1 = [
     path("", include(agent_urlpatterns)),
@@ -20,7 +15,6 @@ api_v1 = [
     path("", include("fleet.health.api.urls")),
     path("", include("fleet.billing.api.urls")),
     path("", include("fleet.remediation.api.urls")),
-    path("", include(core_router.urls)),
 ]
 
 urlpatterns = [

@@ -32,10 +32,11 @@ INSTALLED_APPS = [
     "fleet.accounts",
     "fleet.inventory",
     "fleet.telemetry",
-    "fleet.health",
     "fleet.billing",
+    "fleet.health",
     "fleet.remediation",
     "fleet.console",
+    "fleet.demo",
 ]
 
 MIDDLEWARE = [
@@ -46,6 +47,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "fleet.core.audit.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

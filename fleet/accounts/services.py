@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.core import ratelimit
+from fleet.core.audit import SECRET_AFTER, SECRET_BEFORE, audit_context
 from fleet.core.models import AuditEntry
 from fleet.core.secrets import new_secret
 from fleet.core.services import audit_record, revoke
@@ -18,8 +19,6 @@ from .choices import Role
 from .models import APIToken, User
 
 TOKEN_PREFIX = "fleet_"
-# What the audit log shows for a password: never the hash, and never the same before and after.
-PASSWORD_BEFORE, PASSWORD_AFTER = "[previous]", "[changed]"
 _UNSET = object()
 
 
@@ -36,14 +35,11 @@ def api_token_create(*, user: User, name: str, write_enabled: bool = False,
     if expires_at is _UNSET:
         expires_at = api_token_default_expiry()
     key, prefix, key_hash = new_secret(TOKEN_PREFIX)
-    with transaction.atomic():
+    with transaction.atomic(), audit_context(actor=actor or user):
         token = APIToken.objects.create(
             user=user, name=name, prefix=prefix, key_hash=key_hash,
             write_enabled=write_enabled, expires_at=expires_at,
         )
-        audit_record(actor=actor or user, action=AuditEntry.Action.CREATE, instance=token,
-                     after={"name": name, "user": user.username, "write_enabled": write_enabled,
-                            "expires_at": expires_at})
     return token, key
 
 
@@ -53,13 +49,13 @@ def api_token_revoke(*, token: APIToken, actor) -> APIToken:
 
 def api_tokens_revoke_for_user(*, user: User, actor, reason: str) -> int:
     """Revoke every live token of `user` (password changed, account deactivated): a key copied before the
-    change must not outlive it. Each revocation is audited with its reason."""
+    change must not outlive it. Each revocation is audited (by the model hooks) with its reason."""
     now = timezone.now()
     tokens = list(APIToken.objects.filter(user=user, revoked_at__isnull=True))
-    for token in tokens:
-        token.revoked_at = now
-        token.save(update_fields=["revoked_at"])
-        audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=token, note=f"revoked: {reason}")
+    with audit_context(actor=actor, note=f"revoked: {reason}"):
+        for token in tokens:
+            token.revoked_at = now
+            token.save(update_fields=["revoked_at"])
     return len(tokens)
 
 
@@ -72,7 +68,7 @@ def _require_may_change(*, user: User, actor) -> None:
 
 def user_create(*, username: str, password: str | None, role: str = Role.VIEWER, email: str = "",
                 is_active: bool = True, actor=None) -> User:
-    with transaction.atomic():
+    with transaction.atomic(), audit_context(actor=actor):
         user = User(username=username, email=email, role=role, is_active=is_active, is_staff=role == Role.ADMIN)
         if password:
             user.set_password(password)
@@ -80,9 +76,6 @@ def user_create(*, username: str, password: str | None, role: str = Role.VIEWER,
             user.set_unusable_password()
         user.full_clean(exclude=["password"])
         user.save()
-        audit_record(actor=actor, action=AuditEntry.Action.CREATE, instance=user,
-                     after={"username": username, "email": email, "role": role, "is_active": is_active,
-                            "password": "[set]" if password else "[unusable]"})
     return user
 
 
@@ -104,7 +97,7 @@ def user_update(*, user: User, actor, password: str | None = None, **changes) ->
             before[field], after[field] = getattr(user, field), value
             setattr(user, field, value)
     if password:
-        before["password"], after["password"] = PASSWORD_BEFORE, PASSWORD_AFTER
+        before["password"], after["password"] = SECRET_BEFORE, SECRET_AFTER
         user.set_password(password)
     if not after:
         return user
@@ -119,17 +112,14 @@ def user_update(*, user: User, actor, password: str | None = None, **changes) ->
             # Before the save, so the revocations carry the actor (the post-save safety net then finds none).
             api_tokens_revoke_for_user(user=user, actor=actor, reason=" and ".join(reasons))
         user.full_clean(exclude=["password"])
-        user.save()
-        audit_record(actor=actor, action=AuditEntry.Action.UPDATE, instance=user, before=before, after=after,
-                     note="; ".join(reasons))
+        with audit_context(actor=actor, note="; ".join(reasons)):
+            user.save()
     return user
 
 
 def user_delete(*, user: User, actor) -> None:
     _require_may_change(user=user, actor=actor)
-    with transaction.atomic():
-        audit_record(actor=actor, action=AuditEntry.Action.DELETE, instance=user,
-                     before={field: getattr(user, field) for field in _USER_FIELDS})
+    with transaction.atomic(), audit_context(actor=actor):
         user.delete()
 
 

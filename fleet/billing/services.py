@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from fleet.core.api.errors import DomainError
+from fleet.core.audit import audit_context
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
 from fleet.inventory.choices import BillingMode, NodeState
@@ -318,14 +319,11 @@ def reserved_terms_renew(*, now: datetime) -> list[BillingPlan]:
                                        term_start__isnull=False, term_start__lt=F("term_end"))
     with transaction.atomic():
         for plan in plans.select_for_update():
-            before = {"term_start": plan.term_start.isoformat(), "term_end": plan.term_end.isoformat()}
             while plan.term_end <= today:
                 plan.term_start, plan.term_end = plan.term_end, _next_term_end(plan.term_start, plan.term_end)
             plan.expiry_noticed_at = None
-            plan.save(update_fields=["term_start", "term_end", "expiry_noticed_at", "updated_at"])
-            audit_record(actor=None, action=AuditEntry.Action.UPDATE, instance=plan, before=before,
-                         after={"term_start": plan.term_start.isoformat(), "term_end": plan.term_end.isoformat()},
-                         note="Reserved term renewed automatically")
+            with audit_context(actor=None, note="Reserved term renewed automatically"):
+                plan.save(update_fields=["term_start", "term_end", "expiry_noticed_at", "updated_at"])
             renewed.append(plan)
     return renewed
 

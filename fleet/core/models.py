@@ -3,7 +3,7 @@ from django.db import models
 
 
 class AuditEntry(models.Model):
-    """One write made through the API or admin: who, what, when, before and after."""
+    """One audited write or action, whatever its entry point: who, what, when, before and after (fleet.core.audit)."""
 
     class Action(models.TextChoices):
         CREATE = "create", "Create"

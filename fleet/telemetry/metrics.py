@@ -6,12 +6,13 @@ counters are summed across processes.
 """
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from fleet.core import metrics as core_metrics
@@ -24,6 +25,17 @@ from fleet_agent.protocol import (
 )
 
 from .models import GPUStatus, NodeStatus, ReceivingState
+
+# Gauges of the apps above telemetry (open findings, preemption rates): each registers a callable yielding
+# metric families in its AppConfig.ready(), so this module imports none of them.
+GAUGE_SOURCES: list[Callable[[], Iterable[Metric]]] = []
+
+
+def gauge_source_register(source: Callable[[], Iterable[Metric]]) -> None:
+    """Add `source` to every scrape of /metrics (once, however often an app's ready() runs)."""
+    if source not in GAUGE_SOURCES:
+        GAUGE_SOURCES.append(source)
+
 
 _REPORTS = Counter("fleet_reports_accepted_total", "Agent reports stored")
 _DUPLICATES = Counter("fleet_reports_duplicate_total", "Agent reports acknowledged but already stored")
@@ -114,20 +126,8 @@ class FleetCollector:
         yield from families.values()
         yield throttled
 
-        # Imported here: health and billing import telemetry models, so a module-level import would cycle.
-        from fleet.billing.selectors import preemption_rates_for_metrics
-        from fleet.health.selectors import findings_by_severity
-
-        findings = GaugeMetricFamily("fleet_findings_open", "Open findings", labels=["severity"])
-        for severity, count in findings_by_severity().items():
-            findings.add_metric([severity], count)
-        yield findings
-
-        for gauge in preemption_rates_for_metrics():
-            family = GaugeMetricFamily(gauge.name, gauge.documentation, labels=list(gauge.labels))
-            for labels, value in gauge.samples:
-                family.add_metric(list(labels), value)
-            yield family
+        for source in GAUGE_SOURCES:
+            yield from source()
 
         depth = queue_depth()
         if depth is not None:

@@ -83,7 +83,7 @@ def test_notice_then_silence_records_one_preemption_with_lead_time_and_lost_work
         spot_node.pool_id, spot_node.pool.site_id, "p5.48xlarge")
     spot_node.refresh_from_db()
     assert spot_node.state == "preempted"
-    audit = AuditEntry.objects.get(object_type="inventory.node", object_id=str(spot_node.pk))
+    audit = AuditEntry.objects.get(object_type="inventory.node", object_id=str(spot_node.pk), action="action")
     assert (audit.actor_label, audit.before, audit.after) == ("system", {"state": "active"},
                                                               {"state": "preempted"})
 

@@ -55,7 +55,7 @@ def test_task_stamps_expiring_terms_and_renews_ended_auto_renewing_ones():
     assert renewing.term_start <= today < renewing.term_end
     assert (renewing.term_end.month, renewing.term_end.day) == (3, 1)
     assert renewing.term_end.year - renewing.term_start.year == 1
-    entry = AuditEntry.objects.get(object_type="billing.billingplan", object_id=str(renewing.pk))
+    entry = AuditEntry.objects.get(object_type="billing.billingplan", object_id=str(renewing.pk), action="update")
     assert entry.before == {"term_start": "2020-03-01", "term_end": "2021-03-01"}
 
     # A term extended out of the window loses its stamp, so a later expiry is noticed afresh.

@@ -16,7 +16,7 @@ from importlib import resources
 import pytest
 
 from fleet.accounts.choices import Role
-from fleet.core.demo import demo_seed
+from fleet.demo.seed import demo_seed
 from fleet.health.services.evaluation import evaluate
 from fleet.remediation.services.intake import findings_intake
 from fleet_agent.simulator import SimulatedAgent, parse_scenario

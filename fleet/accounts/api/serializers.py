@@ -5,6 +5,8 @@ from django.contrib.auth.password_validation import validate_password
 from django.utils import timezone
 from rest_framework import serializers
 
+from fleet.core.models import AuditEntry
+
 from ..models import APIToken, User
 from ..services import api_token_default_expiry, user_create, user_update
 
@@ -86,3 +88,10 @@ class LoginSerializer(serializers.Serializer):
 class SessionSerializer(serializers.Serializer):
     authenticated = serializers.BooleanField()
     user = MeSerializer(allow_null=True)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "at", "actor", "actor_label", "action", "object_type", "object_id", "object_repr",
+                  "before", "after", "note"]

@@ -1,11 +1,12 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from .views import APITokenViewSet, MeView, SessionView, UserViewSet
+from .views import APITokenViewSet, AuditEntryViewSet, MeView, SessionView, UserViewSet
 
 router = SimpleRouter()
 router.register("users", UserViewSet, basename="user")
 router.register("tokens", APITokenViewSet, basename="apitoken")
+router.register("audit", AuditEntryViewSet)
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),

@@ -9,6 +9,8 @@ from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.models import AuditEntry
+
 from ..choices import Role
 from ..http import client_address, enforce_csrf
 from ..models import APIToken, User
@@ -23,11 +25,24 @@ from ..services import (
 from .serializers import (
     APITokenCreatedSerializer,
     APITokenSerializer,
+    AuditEntrySerializer,
     LoginSerializer,
     MeSerializer,
     SessionSerializer,
     UserSerializer,
 )
+
+
+class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
+    """The audit log of writes. Operators and admins may read it."""
+
+    # Served here rather than by core, which keeps the log but knows no roles.
+
+    queryset = AuditEntry.objects.all()
+    serializer_class = AuditEntrySerializer
+    read_role = Role.OPERATOR
+    filterset_fields = ["action", "object_type", "object_id", "actor"]
+    search_fields = ["object_repr", "actor_label"]
 
 
 class UserViewSet(viewsets.ModelViewSet):

@@ -3,8 +3,7 @@
 from django.db import transaction
 from django.db.models import Max
 
-from fleet.core.models import AuditEntry
-from fleet.core.services import audit_record
+from fleet.core.audit import audit_context
 
 from ..models import XidPolicy
 
@@ -15,10 +14,6 @@ def xid_policy_table_version() -> int:
     return XidPolicy.objects.aggregate(v=Max("changed_in_version"))["v"] or 0
 
 
-def _snapshot(policy: XidPolicy) -> dict:
-    return {name: getattr(policy, name) for name in [*POLICY_FIELDS, "changed_in_version"]}
-
-
 def xid_policy_save(*, data: dict, actor, policy: XidPolicy | None = None, note: str = "") -> XidPolicy:
     """Create (`policy` None) or change one policy row from validated `data`; returns the saved row.
 
@@ -27,7 +22,6 @@ def xid_policy_save(*, data: dict, actor, policy: XidPolicy | None = None, note:
     with transaction.atomic():
         list(XidPolicy.objects.select_for_update().values_list("pk", flat=True))
         version = xid_policy_table_version() + 1
-        before = _snapshot(policy) if policy is not None else None
         if policy is None:
             policy = XidPolicy(**{k: v for k, v in data.items() if k in POLICY_FIELDS})
         else:
@@ -35,8 +29,6 @@ def xid_policy_save(*, data: dict, actor, policy: XidPolicy | None = None, note:
                 if name in POLICY_FIELDS:
                     setattr(policy, name, value)
         policy.changed_in_version = version
-        policy.save()
-        audit_record(actor=actor, action=AuditEntry.Action.UPDATE if before else AuditEntry.Action.CREATE,
-                     instance=policy, before=before, after=_snapshot(policy),
-                     note=note or f"Xid policy table v{version}")
+        with audit_context(actor=actor, note=note or f"Xid policy table v{version}"):
+            policy.save()
     return policy

@@ -24,12 +24,14 @@ from functools import cache
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
-from fleet.core import failopen, rowsets
+from fleet.core import rowsets
 from fleet.inventory.models import GPU
+from fleet.inventory.services import gpus_add_missing
 from fleet_agent.protocol import NOTICE_EVENT_KINDS
 
 from ..choices import ACTIONABLE_EVENT_KINDS, EventKind, EventSeverity
 from ..models import AgentEpoch, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
+from ..signals import urgent_events_stored
 from ..validation import parse_time
 from .inventory import inventory_apply
 
@@ -232,11 +234,9 @@ def _sql_gpu_map() -> str:
 
 
 def _after_urgent(node_id: int, notice_event_ids: list[int]) -> None:
-    """Evaluate the node now and record announced preemptions; the periodic tasks catch up if the broker fails
-    (`failopen.enqueue` never raises, and gives up on a dead broker within a fraction of a second)."""
-    for event_id in notice_event_ids:
-        failopen.enqueue("billing.record_preemption_notice", event_id=event_id)
-    failopen.enqueue("health.evaluate_nodes", node_ids=[node_id])
+    """Tell the apps above (health evaluates the node now, billing records announced preemptions); their
+    receivers enqueue through `failopen.enqueue`, so a dead broker only delays what the periodic tasks catch up."""
+    urgent_events_stored.send(sender=Event, node_id=node_id, notice_event_ids=notice_event_ids)
 
 
 def _ensure_reported_gpus(node_id: int, reports: list[dict], gpu_ids: dict[str, int],
@@ -247,14 +247,9 @@ def _ensure_reported_gpus(node_id: int, reports: list[dict], gpu_ids: dict[str, 
         for gpu in report.get("gpus") or []:
             uuid = gpu.get("uuid")
             if uuid and uuid not in gpu_ids and uuid not in missing and uuid not in refused:
-                missing[uuid] = GPU(node_id=node_id, uuid=uuid, index=gpu.get("index") or 0,
-                                    model=gpu.get("name") or "", pci_bus_id=gpu.get("pci_bus_id") or "",
-                                    memory_total_bytes=gpu.get("memory_total_bytes"),
-                                    serial=gpu.get("serial") or "",
-                                    compute_capability=gpu.get("compute_capability") or "")
+                missing[uuid] = gpu
     if missing:
-        # DO NOTHING on a uuid another node inserted meanwhile: a GPU row never changes node here.
-        GPU.objects.bulk_create(list(missing.values()), ignore_conflicts=True)
+        gpus_add_missing(node_id=node_id, gpus=list(missing.values()))
         gpu_ids = dict(GPU.objects.filter(node_id=node_id).values_list("uuid", "pk"))
     return gpu_ids
 

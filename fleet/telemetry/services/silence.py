@@ -28,6 +28,7 @@ from django.db import transaction
 from fleet_agent.protocol import RECLAIM_NOTICE_KINDS
 
 from ..models import NodeStatus, ReceivingState
+from ..signals import nodes_went_silent
 
 logger = logging.getLogger(__name__)
 SILENT_AFTER_INTERVALS = 2
@@ -54,7 +55,8 @@ def mark_silent_nodes(*, now: datetime) -> dict:
         if newly_silent:
             NodeStatus.objects.filter(node_id__in=newly_silent, silent=False).update(silent=True, silent_since=now)
     if newly_silent:
-        _notify_billing(newly_silent, now)
+        # A silent spot node may have been reclaimed: billing records the preemption when the cloud confirms.
+        nodes_went_silent.send(sender=NodeStatus, node_ids=newly_silent, now=now)
     return {"silent": len(newly_silent), "node_ids": newly_silent}
 
 
@@ -130,10 +132,3 @@ def _newly_silent(state: ReceivingState, rows: list, now: datetime) -> list[int]
                 continue  # nothing got through since this node missed its report: no evidence against it
         newly_silent.append(node_id)
     return newly_silent
-
-
-def _notify_billing(node_ids: list[int], now: datetime) -> None:
-    """A silent spot node may have been reclaimed; billing records the preemption when the cloud confirms."""
-    from fleet.billing.services import preemption_on_node_silent  # here: billing imports telemetry models
-
-    preemption_on_node_silent(node_ids=node_ids, now=now)

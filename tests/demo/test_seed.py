@@ -3,7 +3,7 @@ from django.utils import timezone
 
 from fleet.billing.models import BillingPlan, CheckpointPolicy
 from fleet.billing.selectors import expiring_reserved_terms
-from fleet.core.demo import demo_seed
+from fleet.demo.seed import demo_seed
 from fleet.inventory.models import BoundaryOverride, Pool, Site
 from fleet.inventory.selectors import node_boundary
 from fleet.telemetry.models import EnrollmentToken

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from fleet.accounts.models import User
-from fleet.core.demo import demo_run, demo_seed
+from fleet.demo.seed import demo_run, demo_seed
 
 
 class Command(BaseCommand):
