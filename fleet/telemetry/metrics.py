@@ -160,7 +160,4 @@ def render() -> bytes:
                           *core_metrics.COLLECTORS):
             registry.register(collector)
     registry.register(FleetCollector())
-    from fleet.remediation.metrics import RemediationCollector  # imported here for the same reason as above
-
-    registry.register(RemediationCollector())
     return generate_latest(registry)

@@ -15,8 +15,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from fleet.core.models import AuditEntry
-from fleet.core.services import audit_record
+from fleet.core.audit import audit_context
 from fleet.health.choices import FindingState, Severity
 from fleet.health.models import Finding
 from fleet.inventory.choices import NodeState
@@ -142,11 +141,6 @@ def breaker_trip(breaker: CircuitBreaker, *, findings: list[Finding], total: int
     return incident
 
 
-def breaker_snapshot(breaker: CircuitBreaker) -> dict:
-    return {"state": breaker.state, "threshold_pct": breaker.threshold_pct, "window_s": breaker.window_s,
-            "min_nodes": breaker.min_nodes, "incident": breaker.incident_id, "tripped_at": breaker.tripped_at}
-
-
 def breaker_reset(*, breaker: CircuitBreaker, actor, note: str = "", now: datetime | None = None) -> CircuitBreaker:
     """Close a breaker (an operator's decision): its mass-failure incident resolves, paused incidents resume and
     queued ones are admitted again. Closing a closed breaker changes nothing."""
@@ -157,13 +151,11 @@ def breaker_reset(*, breaker: CircuitBreaker, actor, note: str = "", now: dateti
         breaker = CircuitBreaker.objects.select_for_update().get(pk=breaker.pk)
         if breaker.state == BreakerState.CLOSED:
             return breaker
-        before = breaker_snapshot(breaker)
         label = getattr(actor, "username", "") or str(actor or "engine")
         breaker.state, breaker.reset_at, breaker.reset_by, breaker.reset_note = BreakerState.CLOSED, now, label, \
             note[:300]
-        breaker.save()
-        audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=breaker, before=before,
-                     after=breaker_snapshot(breaker), note=f"circuit breaker reset: {note}"[:200])
+        with audit_context(actor=actor, note=f"circuit breaker reset: {note}"[:200]):
+            breaker.save()
         if breaker.incident_id is not None:
             mass = incident_lock(breaker.incident_id)
             if mass is not None and mass.is_open:

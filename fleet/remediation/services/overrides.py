@@ -9,8 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from fleet.core.api.errors import DomainError
-from fleet.core.models import AuditEntry
-from fleet.core.services import audit_record
+from fleet.core.audit import audit_context
 
 from ..choices import OverrideKind
 from ..models import Override
@@ -22,11 +21,6 @@ SUPPRESSING = [OverrideKind.SNOOZE, OverrideKind.MARK_HEALTHY]
 
 def _active(now: datetime) -> Q:
     return Q(revoked_at__isnull=True) & (Q(until__isnull=True) | Q(until__gt=now))
-
-
-def override_snapshot(override: Override) -> dict:
-    return {"kind": override.kind, "finding": override.finding_id, "gpu": override.gpu_id, "until": override.until,
-            "reason": override.reason, "revoked_at": override.revoked_at}
 
 
 def override_create(*, actor, kind: str, reason: str, finding=None, gpu=None, until: datetime | None = None,
@@ -45,24 +39,19 @@ def override_create(*, actor, kind: str, reason: str, finding=None, gpu=None, un
         if until <= now or until - now > MAX_OVERRIDE:
             raise DomainError("The end must lie in the next 30 days.", code="invalid", status_code=400,
                               fields={"until": ["Must be in the future and at most 30 days ahead."]})
-    with transaction.atomic():
+    with transaction.atomic(), audit_context(actor=actor, note=f"{kind}: {reason}"):
         override = Override.objects.create(kind=kind, finding=finding, gpu=gpu, until=until, reason=reason,
                                            created_by=actor if getattr(actor, "is_authenticated", False) else None,
                                            created_by_label=getattr(actor, "username", "") or str(actor))
-        audit_record(actor=actor, action=AuditEntry.Action.CREATE, instance=override,
-                     after=override_snapshot(override), note=f"{kind}: {reason}")
     return override
 
 
 def override_revoke(*, override: Override, actor, now: datetime | None = None) -> Override:
     if override.revoked_at is not None:
         return override
-    with transaction.atomic():
-        before = override_snapshot(override)
+    with transaction.atomic(), audit_context(actor=actor, note="override revoked"):
         override.revoked_at = now or timezone.now()
         override.save(update_fields=["revoked_at"])
-        audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=override, before=before,
-                     after=override_snapshot(override), note="override revoked")
     return override
 
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Max
 
-from fleet.core.models import AuditEntry
-from fleet.core.services import audit_record
+from fleet.core.audit import audit_context
 
 from ..models import RemediationPolicy
 
@@ -97,7 +96,6 @@ def policy_save(*, data: dict, actor, policy: RemediationPolicy | None = None) -
     with transaction.atomic():
         list(RemediationPolicy.objects.select_for_update().values_list("pk", flat=True))
         version = policy_table_version() + 1
-        before = policy_snapshot(policy) if policy is not None else None
         if policy is None:
             policy = RemediationPolicy(**{k: v for k, v in data.items() if k in POLICY_FIELDS})
         else:
@@ -105,8 +103,6 @@ def policy_save(*, data: dict, actor, policy: RemediationPolicy | None = None) -
                 if name in POLICY_FIELDS:
                     setattr(policy, name, value)
         policy.changed_in_version = version
-        policy.save()
-        audit_record(actor=actor, action=AuditEntry.Action.UPDATE if before else AuditEntry.Action.CREATE,
-                     instance=policy, before=before, after=policy_snapshot(policy),
-                     note=f"remediation policy table v{version}")
+        with audit_context(actor=actor, note=f"remediation policy table v{version}"):
+            policy.save()
     return policy

@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from fleet.core.api.errors import DomainError
-from fleet.core.models import AuditEntry
-from fleet.core.services import audit_record
+from fleet.core.audit import audit_context
 
 from ..choices import OPEN_STATES, OnFailure, StepKind
 from ..models import MAX_TIMEOUT_S, Incident, Workflow
@@ -122,20 +121,12 @@ def open_incidents_running(workflow: Workflow) -> list[str]:
                 .order_by("pk").values_list("key", flat=True)[:20])
 
 
-def workflow_snapshot(workflow: Workflow) -> dict:
-    return {"slug": workflow.slug, "name": workflow.name, "description": workflow.description,
-            "steps": workflow.steps, "urgent": workflow.urgent, "enabled": workflow.enabled,
-            "version": workflow.version}
-
-
 def workflow_save(*, data: dict, actor, workflow: Workflow | None = None) -> Workflow:
     """Create or change a workflow from validated data. Changing the steps of a workflow that an open incident
     runs is refused (409, naming the incidents): finish or cancel them, or create a new workflow."""
     with transaction.atomic():
-        before = None
         if workflow is not None:
             workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
-            before = workflow_snapshot(workflow)
         steps_change = "steps" in data and (workflow is None or data["steps"] != workflow.steps)
         if workflow is not None and (steps_change or data.get("urgent", workflow.urgent) != workflow.urgent):
             running = open_incidents_running(workflow)
@@ -151,8 +142,6 @@ def workflow_save(*, data: dict, actor, workflow: Workflow | None = None) -> Wor
         for name in ("name", "description", "steps", "urgent", "enabled"):
             if name in data:
                 setattr(workflow, name, data[name])
-        workflow.save()
-        audit_record(actor=actor, action=AuditEntry.Action.UPDATE if before else AuditEntry.Action.CREATE,
-                     instance=workflow, before=before, after=workflow_snapshot(workflow),
-                     note=f"workflow {workflow.slug} v{workflow.version}")
+        with audit_context(actor=actor, note=f"workflow {workflow.slug} v{workflow.version}"):
+            workflow.save()
     return workflow
