@@ -80,3 +80,18 @@ class ReportBuilder:
         }
         report.update(overrides)
         return report
+
+
+def assert_second_report_refused(agent, mutate, field: str):
+    """Send a good report and a bad one (`mutate` spoils it) in one batch: a 400 naming `field`, nothing stored."""
+    from fleet.telemetry.models import Event, NodeSample, NodeStatus
+
+    builder = ReportBuilder(agent.node_id)
+    good = builder.report(with_inventory=True)
+    bad = builder.report()
+    mutate(bad)
+    response = agent.send(good, bad)
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert any(name.startswith(field) for name in error["fields"]), error
+    assert (NodeStatus.objects.count(), NodeSample.objects.count(), Event.objects.count()) == (0, 0, 0)
