@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "fleet.telemetry",
     "fleet.health",
     "fleet.billing",
+    "fleet.integrations",
     "fleet.console",
 ]
 
@@ -130,7 +131,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "fleet.core.api.errors.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_THROTTLE_RATES": {"agent": env_str("AGENT_RATE_LIMIT", "120/min"),
-                               "enroll": env_str("ENROLL_RATE_LIMIT", "600/min")},
+                               "enroll": env_str("ENROLL_RATE_LIMIT", "600/min"),
+                               "integration_inbound": env_str("INTEGRATIONS_INBOUND_RATE_LIMIT", "600/min")},
 }
 
 SPECTACULAR_SETTINGS = {
@@ -191,6 +193,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "telemetry-rollup-history": {"task": "telemetry.rollup_history", "schedule": 300},
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
     "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
+    "integrations-deliver-due": {"task": "integrations.deliver_due",
+                                 "schedule": env_int("INTEGRATIONS_SWEEP_INTERVAL_S", 10)},
 }
 
 # --- Logging --------------------------------------------------------------------------------------
@@ -223,3 +227,29 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}
+
+# --- Integrations (docs/integrations.md) ----------------------------------------------------------
+# Fernet keys for credentials at rest, newest first; local and test settings generate one under FLEET_VAR_DIR.
+FLEET_ENCRYPTION_KEYS = env_list("FLEET_ENCRYPTION_KEYS", [])
+INTEGRATIONS_MAX_ATTEMPTS = env_int("INTEGRATIONS_MAX_ATTEMPTS", 20)
+INTEGRATIONS_BACKOFF_BASE_S = env_int("INTEGRATIONS_BACKOFF_BASE_S", 10)
+INTEGRATIONS_BACKOFF_MAX_S = env_int("INTEGRATIONS_BACKOFF_MAX_S", 3600)
+INTEGRATIONS_HTTP_TIMEOUT_S = env_int("INTEGRATIONS_HTTP_TIMEOUT_S", 15)
+# A message claimed by a worker that died is sent again (same dedup key) once its lease has run out.
+INTEGRATIONS_LEASE_S = env_int("INTEGRATIONS_LEASE_S", 120)
+# Prefix of our ticket keys, so two installations sending to one PagerDuty service never share a dedup_key.
+INTEGRATIONS_KEY_PREFIX = env_str("INTEGRATIONS_KEY_PREFIX", "fleet")
+# Inbound webhooks signed with a timestamp older (or newer) than this are refused as replays.
+INTEGRATIONS_INBOUND_WINDOW_S = env_int("INTEGRATIONS_INBOUND_WINDOW_S", 300)
+# Where receivers can open an incident or a finding in the console (links in tickets); blank = FLEET_PUBLIC_URL.
+FLEET_CONSOLE_URL = env_str("FLEET_CONSOLE_URL", "")
+# Mail for the e-mail connector (Django's mail backends).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 15)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-fleet@localhost")

@@ -1,7 +1,8 @@
 """Test settings: the embedded default unless DATABASE_URL / REDIS_URL point at real servers (CI sets them)."""
 
 from .base import *  # noqa: F403
-from .base import DATABASES, VAR_DIR
+from .base import DATABASES, FLEET_ENCRYPTION_KEYS, VAR_DIR
+from .env import local_encryption_key
 
 SECRET_KEY = "test-only-not-secret"  # noqa: S105
 DEBUG = False
@@ -12,3 +13,4 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 # Throttle counters must not leak between tests (SQLite reuses primary keys after rollback).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+FLEET_ENCRYPTION_KEYS = FLEET_ENCRYPTION_KEYS or [local_encryption_key(VAR_DIR)]

@@ -121,4 +121,7 @@ def render() -> bytes:
         for collector in (_REPORTS, _DUPLICATES, _REJECTED, _LATENCY):
             registry.register(collector)
     registry.register(FleetCollector())
+    from fleet.integrations.metrics import IntegrationCollector
+
+    registry.register(IntegrationCollector())
     return generate_latest(registry)
