@@ -26,7 +26,7 @@ from ..services.integrations import (
     integration_delete,
     integration_update,
 )
-from ..services.outbox import test_message_write
+from ..services.outbox import integration_test_message_write
 from .serializers import (
     ConnectorSpecSerializer,
     DeliveryDetailSerializer,
@@ -91,7 +91,7 @@ class IntegrationViewSet(viewsets.ModelViewSet):
         if not integration.enabled:
             raise DomainError("This integration is disabled; enable it to send a test message.",
                               code="integration_disabled")
-        message = test_message_write(integration=integration, actor=request.user)
+        message = integration_test_message_write(integration=integration, actor=request.user)
         return Response(DeliverySerializer(message).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={200: InboundTokenSerializer})

@@ -141,12 +141,13 @@ class Http:
 
 
 def _transport_reason(exc: Exception) -> str:
+    # urllib3's NewConnectionError is also a ConnectTimeoutError: ask about it first.
+    if isinstance(exc, urllib3.exceptions.NewConnectionError | ConnectionError):
+        return "connection refused or unreachable"
     if isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError):
         return "timed out"
     if isinstance(exc, urllib3.exceptions.SSLError | ssl.SSLError):
         return f"TLS error ({exc})"
-    if isinstance(exc, urllib3.exceptions.NewConnectionError | ConnectionError):
-        return "connection refused or unreachable"
     if isinstance(exc, urllib3.exceptions.ProtocolError):
         return f"connection broken ({exc})"
     return f"{type(exc).__name__}: {exc}"

@@ -157,7 +157,7 @@ def findings_outbox_write(*, opened: list[int], resolved: list[int], now: dateti
     return written
 
 
-def test_message_write(*, integration: Integration, actor, now: datetime | None = None) -> OutboxMessage:
+def integration_test_message_write(*, integration: Integration, actor, now: datetime | None = None) -> OutboxMessage:
     now = now or timezone.now()
     stamp = now.strftime("%Y%m%dT%H%M%S.%fZ")
     with transaction.atomic():
