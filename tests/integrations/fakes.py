@@ -15,12 +15,80 @@ import itertools
 import json
 import re
 import socketserver
+import ssl
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
+
+
+@dataclass
+class TLSFiles:
+    cert_path: str
+    key_path: str
+    client_ca_path: str = ""
+
+
+class ThrowawayCA:
+    """A throw-away certificate authority (generated, never downloaded) for TLS and mTLS tests."""
+
+    def __init__(self, name: str = "fleet test CA"):
+        from datetime import UTC, datetime, timedelta
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        self._x509, self._hashes, self._ec, self._oid = x509, hashes, ec, NameOID
+        self._now = datetime.now(UTC) - timedelta(minutes=5)
+        self._until = self._now + timedelta(days=1)
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        self.cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+                     .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
+                     .not_valid_before(self._now).not_valid_after(self._until)
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                     .sign(self.key, hashes.SHA256()))
+
+    @property
+    def pem(self) -> str:
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        return self.cert.public_bytes(Encoding.PEM).decode()
+
+    def issue(self, common_name: str, *, client: bool = False) -> tuple[str, str]:
+        """(certificate PEM, private key PEM) signed by this CA; a server certificate names 127.0.0.1."""
+        import ipaddress
+
+        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+        x509 = self._x509
+        key = self._ec.generate_private_key(self._ec.SECP256R1())
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(self._oid.COMMON_NAME, common_name)]))
+                   .issuer_name(self.cert.subject).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(self._now)
+                   .not_valid_after(self._until))
+        if client:
+            builder = builder.add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]),
+                                            critical=False)
+        else:
+            builder = builder.add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        cert = builder.sign(self.key, self._hashes.SHA256())
+        return (cert.public_bytes(Encoding.PEM).decode(),
+                key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode())
+
+    def server_files(self, folder, *, require_client_cert: bool = False) -> TLSFiles:
+        cert, key = self.issue("127.0.0.1")
+        paths = {name: str(folder / f"{name}.pem") for name in ("cert", "key", "ca")}
+        for name, text in (("cert", cert), ("key", key), ("ca", self.pem)):
+            with open(paths[name], "w") as handle:
+                handle.write(text)
+        return TLSFiles(paths["cert"], paths["key"], paths["ca"] if require_client_cert else "")
 
 
 @dataclass
@@ -48,7 +116,7 @@ def _json(status: int, data, headers: dict | None = None):
 
 
 class FakeServer:
-    def __init__(self, app):
+    def __init__(self, app, *, tls: TLSFiles | None = None):
         self.app = app
         self.script: list[Scripted] = []
         self.down = False
@@ -84,7 +152,16 @@ class FakeServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda *args: None  # a client that timed out and left: not the test's business
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls.cert_path, tls.key_path)
+            if tls.client_ca_path:
+                context.verify_mode = ssl.CERT_REQUIRED
+                context.load_verify_locations(tls.client_ca_path)
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self._thread.start()
 

@@ -158,7 +158,7 @@ class JiraConnector(Connector):
         if envelope.retrying:
             response = http.request("GET", f"{base}/rest/api/3/issue/{quote(issue)}/comment?orderBy=-created"
                                            f"&maxResults=50", headers=headers)
-            if marker in json.dumps((response.json() or {}).get("comments") or []):
+            if marker in json.dumps((response.json() or {}).get("comments") or [], ensure_ascii=False):
                 envelope.step_done("commented")
                 return
         text = envelope.content.get("body") if envelope.action == TicketAction.RESOLVE else \

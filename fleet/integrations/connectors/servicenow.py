@@ -100,7 +100,8 @@ class ServiceNowConnector(Connector):
 
             raise DeliveryError(f"no ServiceNow incident with correlation_id {key}", retryable=False)
         if envelope.action == TicketAction.RESOLVE:
-            change = {"state": config.get("resolve_state") or "6", "close_code": config.get("close_code"),
+            change = {"state": config.get("resolve_state") or "6",
+                      "close_code": config.get("close_code") or "Solution provided",
                       "close_notes": clip(content.get("body") or content.get("summary") or "", 4000)}
         else:
             change = {"work_notes": clip(content.get("summary") or "", 4000)}
