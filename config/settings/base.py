@@ -151,6 +151,10 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "fleet.inventory.choices.NodeState",
         "OwnerEnum": "fleet.inventory.choices.Owner",
         "PreemptionSourceEnum": "fleet.billing.choices.PreemptionSource",
+        "ConnectorKindEnum": "fleet.integrations.choices.ConnectorKind",
+        "TicketActionEnum": "fleet.integrations.choices.TicketAction",
+        "MessageStateEnum": "fleet.integrations.choices.MessageState",
+        "TicketStateEnum": "fleet.integrations.choices.TicketState",
     },
 }
 

@@ -180,3 +180,31 @@ def test_metrics_count_sent_failed_and_dead_lettered_per_connector(admin_api, ap
     assert 'fleet_integration_messages{connector="pagerduty",integration="pd",state="retrying"} 1.0' in text
     assert DeliveryAttempt.objects.count() == 2
     assert OutboxMessage.objects.filter(state=MessageState.RETRYING).count() == 1
+
+
+def test_credentials_survive_a_key_rotation(admin_api, settings):
+    from cryptography.fernet import Fernet
+    from django.core.management import call_command
+
+    from fleet.integrations.crypto import SecretsUnreadable, secrets_decrypt
+
+    _create(admin_api)
+    old = settings.FLEET_ENCRYPTION_KEYS[0]
+    new = Fernet.generate_key().decode()
+    settings.FLEET_ENCRYPTION_KEYS = [new, old]
+    call_command("integrations_reencrypt", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    settings.FLEET_ENCRYPTION_KEYS = [new]
+    assert secrets_decrypt(Integration.objects.get().secrets_encrypted) == {"signing_secret":
+                                                                           "whsec-super-secret-value"}
+    settings.FLEET_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]
+    with pytest.raises(SecretsUnreadable):
+        secrets_decrypt(Integration.objects.get().secrets_encrypted)
+
+
+def test_without_an_encryption_key_credentials_are_refused_with_a_clear_503(admin_api, settings):
+    settings.FLEET_ENCRYPTION_KEYS = []
+    response = _create(admin_api)
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "encryption_not_configured"
+    assert "FLEET_ENCRYPTION_KEYS" in response.json()["error"]["message"]
+    assert not Integration.objects.exists()
