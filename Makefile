@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml $(wildcard agents/pyproject.toml)
 
 setup: $(STAMP)
 
+# node_modules is reinstalled when package-lock.json is newer than npm's record of the last install.
+NPM_CI := (test node_modules/.package-lock.json -nt package-lock.json || npm ci --no-audit --no-fund)
+
 frontend:
 	@if [ -f frontend/package.json ]; then \
-	  cd frontend && (test -d node_modules || npm ci --no-audit --no-fund) && npm run build; fi
+	  cd frontend && $(NPM_CI) && npm run build; fi
 
 run: setup frontend
 	$(BIN)/python manage.py runstack
@@ -26,9 +29,11 @@ run: setup frontend
 lint: setup
 	$(BIN)/ruff check .
 
-frontend-test:
+# check:api regenerates the API contract from the server (so it needs the virtualenv) and fails when the
+# committed openapi.json / schema.d.ts differ from it.
+frontend-test: setup
 	@if [ -f frontend/package.json ]; then \
-	  cd frontend && (test -d node_modules || npm ci --no-audit --no-fund) && npm run typecheck && npm test; fi
+	  cd frontend && $(NPM_CI) && npm run typecheck && npm run lint && npm run check:api && npm test; fi
 
 test: setup lint frontend-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -21,6 +21,7 @@ import gzip
 import json
 import platform
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -38,24 +39,17 @@ from fleet_agent.collectors.checkpoint import CheckpointCollector  # noqa: E402
 from fleet_agent.collectors.kernel_log import KernelLogCollector  # noqa: E402
 from fleet_agent.collectors.stack import CommandResult, StackCollector  # noqa: E402
 from fleet_agent.collectors.system import SystemCollector  # noqa: E402
-from fleet_agent.nvml import NvmlAdapter, NvmlSample, decode_clock_event_reasons  # noqa: E402
+from fleet_agent.nvml import NvmlAdapter, NvmlSample  # noqa: E402
+from fleet_agent.protocol import CLOCK_EVENT_REASONS, decode_clock_event_reasons  # noqa: E402
 from fleet_agent.report import NodeIdentity, ReportBuilder  # noqa: E402
 from fleet_agent.simnvml import SimulatedGpu, SimulatedNvml, SimulatedProcess  # noqa: E402
 from fleet_agent.simulator.procfs import Load, SimulatedProc  # noqa: E402
 from fleet_agent.spool import Spool  # noqa: E402
 
 GPUS = 8
-_REASONS = (
-    ("clocks_event_reason_gpu_idle", 0x1),
-    ("clocks_event_reason_applications_clocks_setting", 0x2),
-    ("clocks_event_reason_sw_power_cap", 0x4),
-    ("clocks_event_reason_hw_slowdown", 0x8),
-    ("clocks_event_reason_sync_boost", 0x10),
-    ("clocks_event_reason_sw_thermal_slowdown", 0x20),
-    ("clocks_event_reason_hw_thermal_slowdown", 0x40),
-    ("clocks_event_reason_hw_power_brake_slowdown", 0x80),
-    ("clocks_event_reason_display_clock_setting", 0x100),
-)
+# nvidia-smi -q -x names each reason as a tag: GpuIdle → clocks_event_reason_gpu_idle.
+_REASONS = tuple((f"clocks_event_reason_{re.sub(r'(?<!^)(?=[A-Z])', '_', name).lower()}", bit)
+                 for bit, name in CLOCK_EVENT_REASONS)
 
 
 # -- the baseline: nvidia-smi -q -x ---------------------------------------------------------------

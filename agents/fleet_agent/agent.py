@@ -18,18 +18,16 @@ from fleet_agent.collectors.checkpoint import CheckpointCollector
 from fleet_agent.collectors.stack import StackCollector
 from fleet_agent.collectors.system import SystemCollector
 from fleet_agent.nvml import NvmlAdapter
-from fleet_agent.report import ReportBuilder, ReportParts, cloud_block, is_urgent
+from fleet_agent.protocol import is_urgent, notice_event_kind
+from fleet_agent.report import ReportBuilder, ReportParts, cloud_block
 from fleet_agent.spool import Spool
 from fleet_agent.timeutil import rfc3339, utc_now
 
 log = logging.getLogger(__name__)
 
-_NOTICE_EVENT_KIND = {"rebalance": "rebalance", "maintenance": "maintenance"}
-
-
 def notice_event(notice: dict, clock: Callable[[], datetime] = utc_now) -> dict:
     """The event announcing a cloud notice (terminate/stop/hibernate/preempt → preemption_notice)."""
-    kind = _NOTICE_EVENT_KIND.get(notice.get("kind"), "preemption_notice")
+    kind = notice_event_kind(notice.get("kind"))
     deadline = notice.get("deadline")
     return {
         "kind": kind,

@@ -1,4 +1,4 @@
-"""``fleet-agent`` command line: run, collect, enroll, verify, status, simulate.
+"""``fleet-agent`` command line: run, collect, enroll, verify, status, spool, simulate.
 
 Exit codes: 0 success, 1 a check or an operation failed, 2 bad configuration or usage.
 """
@@ -13,11 +13,13 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fleet_agent import __version__
 from fleet_agent.config import SETTINGS, Config, ConfigError, load_config
+from fleet_agent.timeutil import rfc3339
 
 log = logging.getLogger("fleet_agent")
 
@@ -75,8 +77,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("verify", parents=[settings], help="smoke-test this node and print PASS/FAIL")
 
-    status = commands.add_parser("status", parents=[settings], help="spool depth, sequences, instance id")
+    status = commands.add_parser(
+        "status", parents=[settings], help="spool depth, sequences, instance id, set-aside reports"
+    )
     status.add_argument("--json", action="store_true")
+
+    spool = commands.add_parser("spool", help="reports the server refused, set aside in the spool")
+    spool_commands = spool.add_subparsers(dest="spool_command", required=True, parser_class=_Parser)
+    show = spool_commands.add_parser(
+        "show-rejected", parents=[settings], help="list the set-aside reports and why the server refused them"
+    )
+    show.add_argument(
+        "--json", action="store_true", help="one JSON object per line, with the report itself (an export)"
+    )
+    show.add_argument("sequences", nargs="*", type=int, metavar="SEQUENCE", help="only these (default: all)")
+    retry = spool_commands.add_parser(
+        "retry-rejected", parents=[settings], help="queue set-aside reports again, under new sequences"
+    )
+    retry.add_argument("sequences", nargs="*", type=int, metavar="SEQUENCE", help="only these (default: all)")
+    drop = spool_commands.add_parser("drop-rejected", parents=[settings], help="delete set-aside reports for good")
+    drop.add_argument("sequences", nargs="*", type=int, metavar="SEQUENCE", help="these reports")
+    drop.add_argument("--all", action="store_true", help="every set-aside report")
 
     simulate = commands.add_parser("simulate", help="run N simulated agents against a server")
     simulate.add_argument("--nodes", type=int, required=True, help="number of simulated agents")
@@ -136,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             "enroll": cmd_enroll,
             "verify": cmd_verify,
             "status": cmd_status,
+            "spool": cmd_spool,
         }[args.command]
         return handler(config, args)
     except ConfigError as err:
@@ -278,12 +300,60 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
         "last_sequence": state["last_sequence"] if state else 0,
         "last_acked_sequence": state["last_acked_sequence"] if state else 0,
         "rejected_reports": state["rejected"] if state else 0,
+        "rejected_total": state["rejected_total"] if state else 0,
+        "rejected_dropped": state["rejected_dropped"] if state else 0,
+        "last_rejection": state["last_rejection"] if state else None,
     }
     if args.json:
         print(json.dumps(status))
-    else:
-        for key, value in status.items():
-            print(f"{key:20} {value}")
+        return EXIT_OK
+    for key, value in status.items():
+        if key == "last_rejection" and value:
+            value = f"report {value['sequence']} at {value['rejected_at']}: {value['reason']}"
+        print(f"{key:20} {value}")
+    if status["rejected_reports"]:
+        print("set-aside reports: `fleet-agent spool show-rejected`, then `retry-rejected` or `drop-rejected`")
+    return EXIT_OK
+
+
+def cmd_spool(config: Config, args: argparse.Namespace) -> int:
+    """The rejected table: list or export (read-only), re-queue, drop. Run it as the agent's user."""
+    from fleet_agent.spool import Spool, read_rejected
+
+    selected = args.sequences or None
+    if args.spool_command == "show-rejected":
+        rejected = read_rejected(config.spool_path, selected)
+        for report in rejected or []:
+            at = rfc3339(datetime.fromtimestamp(report.rejected_at, UTC))
+            if args.json:
+                print(json.dumps({"sequence": report.sequence, "rejected_at": at, "reason": report.reason,
+                                  "report": json.loads(report.body)}, ensure_ascii=False))
+            else:
+                print(f"{report.sequence:>10}  {at}  {len(report.body):>8} B  {report.reason}")
+        if not rejected and not args.json:
+            print("no set-aside reports" if rejected is not None else f"no spool at {config.spool_path}")
+        return EXIT_OK
+    if not config.spool_path.exists():
+        print(f"fleet-agent: no spool at {config.spool_path}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.spool_command == "drop-rejected" and not (selected or args.all):
+        print("fleet-agent: name the reports to drop (SEQUENCE …) or pass --all", file=sys.stderr)
+        return EXIT_USAGE
+    spool = Spool(config.spool_path, max_bytes=config.spool_max_bytes)
+    try:
+        if args.spool_command == "retry-rejected":
+            moved = spool.requeue_rejected(selected)
+            done = [old for old, _ in moved]
+            print(f"queued {len(moved)} report(s) again" + "".join(f"\n  {old} -> {new}" for old, new in moved))
+        else:
+            done = spool.drop_rejected(selected)
+            print(f"dropped {len(done)} set-aside report(s)")
+    finally:
+        spool.close()
+    missing = sorted(set(selected or ()) - set(done))
+    if missing:
+        print(f"fleet-agent: not among the set-aside reports: {', '.join(map(str, missing))}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -9,11 +9,15 @@ import gzip
 import http.client
 import json
 import logging
+import math
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 
 from fleet_agent import __version__
 
@@ -49,6 +53,27 @@ class Response:
     body: dict
 
 
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (RFC 9110: delay-seconds or an HTTP-date).
+
+    None when absent or unreadable (the caller then uses its own back-off); a date in the past is 0.
+    """
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            moment = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if moment.tzinfo is None:  # RFC 9110 dates are GMT
+            moment = moment.replace(tzinfo=UTC)
+        return max(0.0, moment.timestamp() - (time.time() if now is None else now))
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
 def join_url(server: str, path: str) -> str:
     if path.startswith(("http://", "https://")):
         return path
@@ -82,8 +107,12 @@ class ControlPlaneClient:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def enroll(self, token: str, facts: dict) -> dict:
-        body = json.dumps({"token": token, "facts": facts}).encode("utf-8")
+    def enroll(self, token: str, facts: dict, *, credential: str | None = None) -> dict:
+        """``credential``: the node's current one, which a known machine needs to enrol again."""
+        request = {"token": token, "facts": facts}
+        if credential:
+            request["credential"] = credential
+        body = json.dumps(request).encode("utf-8")
         return self._request("POST", ENROLL_PATH, body, authenticated=False).body
 
     def post_reports(self, batch_body: bytes, *, reports_url: str = REPORTS_PATH) -> dict:
@@ -150,13 +179,7 @@ def _http_error(err: urllib.error.HTTPError) -> DeliveryError:
             message = f"{message} {json.dumps(error['fields'])[:1000]}"
     except (ValueError, AttributeError):
         message = raw[:300].decode("utf-8", "replace") or None
-    retry_after = None
-    header = err.headers.get("Retry-After") if err.headers else None
-    if header:
-        try:
-            retry_after = float(header)
-        except ValueError:
-            retry_after = None
+    retry_after = parse_retry_after(err.headers.get("Retry-After") if err.headers else None)
     return DeliveryError(
         f"HTTP {err.code} from {err.url}: {message or err.reason}",
         status=err.code,

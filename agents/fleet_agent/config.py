@@ -38,13 +38,22 @@ def _positive_float(low: float, high: float) -> Callable[[Any], float]:
     return parse
 
 
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError("expected a whole number")
-    number = int(value)
-    if not 0 <= number <= 1024:
-        raise ValueError("must be between 0 and 1024")
-    return number
+def _whole_number(low: int, high: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("expected a whole number")
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError("expected a whole number") from None
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low} and {high}")
+        return number
+
+    return parse
+
+
+_count = _whole_number(0, 1024)
 
 
 def _text(value: Any) -> str:
@@ -109,6 +118,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("python", _text, None, "interpreter or virtualenv of the training jobs (framework versions)"),
     Setting("spool_max_mb", _positive_float(1, 1024 * 1024), 64.0, "spool size bound in MiB"),
+    Setting(
+        "max_server_errors",
+        _whole_number(1, 100),
+        5,
+        "server errors (HTTP 500) on one report sent alone before it is set aside",
+    ),
     Setting(
         "notice_poll_s",
         _positive_float(0.5, 5),

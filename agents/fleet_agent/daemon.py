@@ -6,7 +6,7 @@ Threads, and why each exists:
   shifts the schedule); it only collects and spools, it never waits on the network or the logs;
 * sender — ``SenderThread``: delivers spooled reports, backs off on failure;
 * watcher — polls the cloud notice endpoint and the kernel log every ``notice_poll_s`` (≤ 5 s) and
-  pushes an urgent report at once when an Xid, a lost GPU or a preemption notice shows up;
+  pushes an urgent report at once when an Xid, a lost GPU or a cloud notice shows up;
 * stack — re-probes the software stack (framework imports take seconds) and, until it is known, the
   cloud identity, every ``stack_refresh_s``;
 * nvml-events — only where NVML's Xid events are on (by default: when no kernel log is readable, e.g. a
@@ -59,7 +59,8 @@ class Daemon:
         self.nvml_events = config.nvml_events == "on" or (config.nvml_events == "auto" and kernel_log_source is None)
         self.core.builder.interval_s = self.interval_s
         self.sender = SenderThread(
-            Delivery(self.spool, delivery_target(config, self.identity)), poll_s=self.interval_s
+            Delivery(self.spool, delivery_target(config, self.identity), max_server_errors=config.max_server_errors),
+            poll_s=self.interval_s,
         )
         self.cycles = 0
 

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from fleet_agent.logutil import WarnOnce
+from fleet_agent.protocol import decode_clock_event_reasons
 from fleet_agent.timeutil import rfc3339, utc_now
 from fleet_agent.xid import xid_info
 
@@ -56,18 +57,6 @@ MAX_NVLINKS = 18
 MAX_PROCESSES_PER_GPU = 64
 _MAX_TEXT = 256
 
-CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
-    (0x1, "GpuIdle"),
-    (0x2, "ApplicationsClocksSetting"),
-    (0x4, "SwPowerCap"),
-    (0x8, "HwSlowdown"),
-    (0x10, "SyncBoost"),
-    (0x20, "SwThermalSlowdown"),
-    (0x40, "HwThermalSlowdown"),
-    (0x80, "HwPowerBrakeSlowdown"),
-    (0x100, "DisplayClockSetting"),
-)
-
 STATUS_OK = "ok"
 STATUS_LIBRARY_NOT_FOUND = "library_not_found"
 STATUS_DRIVER_NOT_LOADED = "driver_not_loaded"
@@ -96,12 +85,6 @@ _INIT_FAILURES: dict[int, tuple[str, str]] = {
         "reload the nvidia kernel modules.",
     ),
 }
-
-
-def decode_clock_event_reasons(mask: int | None) -> list[str] | None:
-    if mask is None:
-        return None
-    return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
 
 
 def decode_cuda_driver_version(value: int | None) -> str | None:

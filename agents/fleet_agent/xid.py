@@ -2,12 +2,13 @@
 
 NVIDIA's own catalog and field tools (GPUd) disagree on a few codes, so this is a versioned policy
 table rather than a fact sheet: bump ``CATALOG_VERSION`` whenever an entry changes so the server can
-tell which policy classified an event. The agent, the simulator and the server all read it from here.
+tell which policy classified an event. The agent, the simulator and the server all read it from here: the
+server seeds its editable Xid policy table from it (``fleet.health.xid_seed``).
 """
 
 from __future__ import annotations
 
-CATALOG_VERSION = "2026.12-1"
+CATALOG_VERSION = "2026.12-2"
 
 SEVERITIES = ("critical", "warning", "info")
 ACTIONS = ("restart_app", "reset_gpu", "reboot", "hardware", "watch", "ignore", "follow_referenced")
@@ -57,20 +58,22 @@ XID_CATALOG: dict[int, dict] = {
     120: _entry("GSP error", "critical", "reset_gpu", "reset the GPU; repeated → reboot, then hardware"),
     136: _entry("link training failed", "critical", "reset_gpu", "reset the GPU; investigate the link"),
     140: _entry("unrecovered ECC error", "critical", "reset_gpu", "reset the GPU; repeated → contact support"),
-    143: _entry("GPU initialisation failure", "critical", "hardware", "hardware inspection"),
+    143: _entry("GPU initialisation failure", "critical", "hardware",
+                "take the GPU out of service for hardware inspection"),
     **{code: _entry(_NVLINK5, "critical", "reset_gpu", "reset the GPU; repeated → hardware")
        for code in range(144, 151)},
     154: _entry("GPU recovery action changed (refers to another Xid)", "warning", "follow_referenced",
                 "follow the recovery action the message states"),
 }
 
-_UNKNOWN = _entry("unknown Xid", "warning", "watch",
+# What an Xid the catalog does not list gets.
+UNKNOWN_XID = _entry("unknown Xid", "warning", "watch",
                   "look the code up in NVIDIA's Xid catalog; repeated → run diagnostics")
 
 
 def xid_info(code: int | None) -> dict:
     """Catalog entry for ``code`` (a copy, with ``code``, ``known`` and ``catalog_version`` added)."""
     entry = XID_CATALOG.get(code) if isinstance(code, int) else None
-    info = dict(entry if entry is not None else _UNKNOWN)
+    info = dict(entry if entry is not None else UNKNOWN_XID)
     info.update(code=code, known=entry is not None, catalog_version=CATALOG_VERSION)
     return info

@@ -219,6 +219,13 @@ TELEMETRY_RAW_RETENTION_HOURS = env_int("TELEMETRY_RAW_RETENTION_HOURS", 24)
 TELEMETRY_ROLLUP_RETENTION_DAYS = env_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 30)
 TELEMETRY_EVENT_RETENTION_DAYS = env_int("TELEMETRY_EVENT_RETENTION_DAYS", 365)
 AGENT_MAX_BODY_BYTES = env_int("AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# What one agent request may write: events kept per report and per batch (urgent kinds first; the rest are
+# dropped and counted), and GPU rows per node (present or departed; new uuids past it are dropped and counted).
+AGENT_MAX_EVENTS_PER_REPORT = env_int("AGENT_MAX_EVENTS_PER_REPORT", 200)
+AGENT_MAX_EVENTS_PER_BATCH = env_int("AGENT_MAX_EVENTS_PER_BATCH", 1000)
+AGENT_MAX_GPUS_PER_NODE = env_int("AGENT_MAX_GPUS_PER_NODE", 64)
+# How long an operator's "allow re-enrolment" for a node lasts unless the request says otherwise.
+REENROLLMENT_APPROVAL_MINUTES = env_int("REENROLLMENT_APPROVAL_MINUTES", 60)
 # Optional bearer token for GET /metrics (blank = open, as Prometheus scrapers usually expect on a private net).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Public URL agents use to reach this server (install command, enrolment); blank = derived from the request.

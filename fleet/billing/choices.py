@@ -54,7 +54,3 @@ class RateScope(models.TextChoices):
     SITE = "site", "Region / site"
     INSTANCE_TYPE = "instance_type", "Instance type"
 
-
-# Cloud notice kinds (agent protocol `cloud.notice.kind`) that end with the instance taken away.
-# `rebalance` and `maintenance` are warnings, not reclaims.
-PREEMPTING_NOTICE_KINDS = frozenset({"terminate", "stop", "hibernate", "preempt"})

@@ -17,13 +17,15 @@ from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
 from fleet.inventory.choices import BillingMode, NodeState
 from fleet.inventory.models import Node
+from fleet.inventory.selectors import node_expected_gpu_counts
 from fleet.telemetry.choices import EventKind
 from fleet.telemetry.models import Event, NodeStatus
+from fleet_agent.protocol import RECLAIM_NOTICE_KINDS
 
-from .choices import PREEMPTING_NOTICE_KINDS, PreemptionSource
+from .choices import PreemptionSource
 from .costing import add_months, term_months
 from .models import BillingPlan, PreemptionRecord
-from .selectors.facts import NODE_RELATED, effective_gpu_count, effective_instance_type, effective_site_id
+from .selectors.facts import NODE_RELATED, effective_instance_type, effective_site_id
 from .selectors.policies import checkpoint_policy_for_nodes
 from .selectors.terms import ExpiringTerm, expiring_reserved_terms, today_at
 
@@ -84,23 +86,28 @@ def notice_from_event(event: Event) -> Notice:
 
 def _notice_from_status(status: NodeStatus) -> Notice | None:
     """The notice in the node's latest report, for when no notice event was stored."""
-    if status.notice_kind not in PREEMPTING_NOTICE_KINDS:
+    if status.notice_kind not in RECLAIM_NOTICE_KINDS:
         return None
     stamp = status.notice_deadline or status.received_at
     return Notice(f"notice:{stamp.isoformat()}", status.notice_kind, None, status.notice_deadline)
 
 
 def _status_deadline(status: NodeStatus | None) -> datetime | None:
-    if status is not None and status.notice_kind in PREEMPTING_NOTICE_KINDS:
+    if status is not None and status.notice_kind in RECLAIM_NOTICE_KINDS:
         return status.notice_deadline
     return None
 
 
 def _apply_outcome(record: PreemptionRecord, *, node: Node, status: NodeStatus | None, at: datetime,
-                   max_age_s: int | None) -> None:
-    """Work lost when the node went at `at`: the newest checkpoint's age then × the GPUs it ran on."""
+                   max_age_s: int | None, gpu_counts: dict[int, int] | None = None) -> None:
+    """Work lost when the node went at `at`: the newest checkpoint's age then × the GPUs it ran on (as last seen,
+    else as expected; `gpu_counts` are expected counts read beforehand for many nodes)."""
     record.at = at
-    record.gpu_count = (status.gpu_count_seen if status and status.gpu_count_seen else effective_gpu_count(node))
+    if status is not None and status.gpu_count_seen:
+        record.gpu_count = status.gpu_count_seen
+    else:
+        counts = gpu_counts if gpu_counts is not None else node_expected_gpu_counts(nodes=[node])
+        record.gpu_count = counts[node.pk]
     age = None
     if status is not None and status.checkpoint_age_s is not None:
         # The age was measured when the report was collected; it kept growing until the node went away.
@@ -182,6 +189,7 @@ def preemption_on_node_silent(*, node_ids: Iterable[int], now: datetime) -> list
     if not notices:
         return []
     policies = checkpoint_policy_for_nodes(notices)
+    gpu_counts = node_expected_gpu_counts(nodes=[n for n in nodes if n.pk in notices and not n.status.gpu_count_seen])
     confirmed: list[PreemptionRecord] = []
     with transaction.atomic():
         states = dict(Node.objects.select_for_update().filter(pk__in=notices).values_list("pk", "state"))
@@ -207,7 +215,8 @@ def preemption_on_node_silent(*, node_ids: Iterable[int], now: datetime) -> list
             record.confirmed_at = record.updated_at = now
             # The cloud takes the node at the deadline; without one (or if it went early), when we last heard it.
             at = deadline if deadline is not None and deadline <= now else status.received_at
-            _apply_outcome(record, node=node, status=status, at=at, max_age_s=policies.get(node.pk))
+            _apply_outcome(record, node=node, status=status, at=at, max_age_s=policies.get(node.pk),
+                           gpu_counts=gpu_counts)
             confirmed.append(record)
         PreemptionRecord.objects.bulk_create(to_create, ignore_conflicts=True)
         PreemptionRecord.objects.bulk_update(to_update, fields=[

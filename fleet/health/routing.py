@@ -8,11 +8,9 @@ ticket on a cloud instance and a drain / reboot / RMA on our own bare metal.
 from dataclasses import dataclass
 
 from fleet.inventory.boundary import LAYER_ORDER
-from fleet.inventory.choices import DeliveryForm, Layer, Owner
+from fleet.inventory.choices import CLOUD_FORMS, DeliveryForm, Layer, Owner
 
 from .choices import ActionKind
-
-CLOUD_FORMS = {DeliveryForm.CLOUD_SHARED, DeliveryForm.CLOUD_DEDICATED}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 from django.db import models
 
+from fleet_agent import protocol
+
 
 class ProviderKind(models.TextChoices):
     CLOUD = "cloud", "Cloud"
@@ -22,6 +24,10 @@ class DeliveryForm(models.TextChoices):
     CLOUD_DEDICATED = "cloud_dedicated", "Cloud, dedicated GPU"
     BARE_METAL_HOSTED = "bare_metal_hosted", "Bare metal, provider-hosted"
     BARE_METAL_OWNED = "bare_metal_owned", "Bare metal, our own"
+
+
+# Delivery forms in which a cloud runs the machine (its hardware, its hypervisor, its metadata service).
+CLOUD_FORMS = frozenset({DeliveryForm.CLOUD_SHARED, DeliveryForm.CLOUD_DEDICATED})
 
 
 class BillingMode(models.TextChoices):
@@ -65,3 +71,19 @@ class BoundarySource(models.TextChoices):
     DEFAULT = "default", "Default matrix"
     PROVIDER = "provider", "Provider contract"
     NODE = "node", "Node override"
+
+
+# The columns of SoftwareStack, one per stack field of the agent protocol and in its order (the protocol's `python`
+# is `python_version` here); list-valued ones are JSON columns.
+STACK_COLUMNS: dict[str, str] = {field: "python_version" if field == "python" else field
+                                 for field in protocol.STACK_FIELDS}
+STACK_FIELDS: tuple[str, ...] = tuple(STACK_COLUMNS.values())
+STACK_LIST_FIELDS: frozenset[str] = frozenset(STACK_COLUMNS[field] for field in protocol.STACK_LIST_FIELDS)
+# What a Baseline pins of a stack: everything but the Python version.
+BASELINE_STACK_FIELDS: tuple[str, ...] = tuple(field for field in STACK_FIELDS if field != "python_version")
+# How the change log names each field.
+STACK_FIELD_LABELS: dict[str, str] = {
+    "driver_version": "driver", "cuda_driver_version": "CUDA (driver max)", "cuda_toolkits": "CUDA toolkits",
+    "python_version": "Python", "frameworks": "frameworks", "container_runtime": "container runtime",
+    "nvidia_container_toolkit": "NVIDIA container toolkit", "os": "OS", "kernel": "kernel",
+}

@@ -1,12 +1,12 @@
 """Read-side queries for inventory: effective boundary, baselines and drift."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from django.db.models import Q, QuerySet
 
 from .boundary import DEFAULT_MATRIX, LAYER_ORDER
-from .choices import BoundarySource
+from .choices import BASELINE_STACK_FIELDS, STACK_LIST_FIELDS, BoundarySource
 from .models import GPU, Baseline, BoundaryOverride, Node, SoftwareStack
 
 
@@ -61,22 +61,69 @@ def node_boundary(*, node: Node) -> list[BoundaryCell]:
     return [cells[layer] for layer in reversed(LAYER_ORDER)]
 
 
-def node_baseline(*, node: Node) -> Baseline | None:
-    """The node's own baseline if it has one, else its pool's."""
-    return _baseline_lookup(node)
+# Above this many nodes the baseline query reads every node's own baseline rather than naming the nodes: node
+# baselines are exceptions, so that is a few rows, where an IN list of a whole fleet's ids is a long query.
+_NODE_ID_LIST_LIMIT = 500
 
 
-def _baseline_lookup(node: Node) -> Baseline | None:
-    own = Baseline.objects.filter(node=node).first()
-    if own is not None:
-        return own
-    if node.pool_id is None:
-        return None
-    return Baseline.objects.filter(pool_id=node.pool_id).first()
+def node_baselines(*, nodes: Iterable[tuple[int, int | None]], fields: Sequence[str] | None = None
+                   ) -> dict[int, Baseline | dict]:
+    """The baseline each node is judged against: its own if it has one, else its pool's. One query.
+
+    `nodes` are (node id, pool id) pairs; nodes without a baseline are absent from the result. With `fields`
+    the baselines are plain dicts of those fields (the health engine's bulk path), else model instances.
+    """
+    pairs = list(nodes)
+    if not pairs:
+        return {}
+    node_ids = {node_id for node_id, _ in pairs}
+    pool_ids = {pool_id for _, pool_id in pairs if pool_id is not None}
+    own = Q(node__isnull=False) if len(node_ids) > _NODE_ID_LIST_LIMIT else Q(node_id__in=node_ids)
+    baselines = Baseline.objects.order_by().filter(own | Q(pool_id__in=pool_ids))
+    if fields is not None:
+        baselines = baselines.values(*dict.fromkeys([*fields, "node_id", "pool_id"]))
+    by_node, by_pool = {}, {}
+    for baseline in baselines:
+        node_id, pool_id = (baseline["node_id"], baseline["pool_id"]) if fields is not None else \
+            (baseline.node_id, baseline.pool_id)
+        if node_id is not None:
+            by_node[node_id] = baseline
+        else:
+            by_pool[pool_id] = baseline
+    result = {}
+    for node_id, pool_id in pairs:
+        baseline = by_node.get(node_id) or by_pool.get(pool_id)
+        if baseline is not None:
+            result[node_id] = baseline
+    return result
 
 
-STACK_FIELDS = ["driver_version", "cuda_driver_version", "container_runtime", "nvidia_container_toolkit",
-                "os", "kernel"]
+def expected_gpu_count(*, declared: int | None, baseline: int | None, pool: int | None) -> int:
+    """How many GPUs a node should have: what the node declares (enrolment or an operator), else what its
+    baseline pins, else its pool's GPUs per node; 0 when nothing says. Billing and health both count by this."""
+    return declared or baseline or pool or 0
+
+
+def node_expected_gpu_counts(*, nodes: Iterable[Node]) -> dict[int, int]:
+    """`expected_gpu_count` for each node. What is not needed is not read: baselines (one query) only for nodes
+    that declare no count, a node's pool (select it with the nodes) only when its baseline pins none either."""
+    counts: dict[int, int] = {}
+    undeclared = []
+    for node in nodes:
+        if node.expected_gpu_count:
+            counts[node.pk] = expected_gpu_count(declared=node.expected_gpu_count, baseline=None, pool=None)
+        else:
+            undeclared.append(node)
+    baselines = node_baselines(nodes=[(n.pk, n.pool_id) for n in undeclared], fields=["gpu_count"])
+    for node in undeclared:
+        pinned = (baselines.get(node.pk) or {}).get("gpu_count")
+        pool = node.pool.gpus_per_node if node.pool_id and not pinned else None
+        counts[node.pk] = expected_gpu_count(declared=None, baseline=pinned, pool=pool)
+    return counts
+
+
+# The stack fields a baseline pins one value of; lists (toolkits, frameworks) are compared on their own.
+_PINNED_SCALARS = [field for field in BASELINE_STACK_FIELDS if field not in STACK_LIST_FIELDS]
 
 
 def _framework_index(frameworks) -> dict[str, dict]:
@@ -90,7 +137,7 @@ def stack_drift(*, stack: SoftwareStack | None, baseline: Baseline, gpus: list[G
     def add(field: str, expected, actual) -> None:
         drift.append({"field": field, "expected": expected, "actual": actual})
 
-    for field in STACK_FIELDS:
+    for field in _PINNED_SCALARS:
         expected = getattr(baseline, field)
         if expected:
             actual = getattr(stack, field) if stack else None
@@ -123,7 +170,7 @@ def stack_drift(*, stack: SoftwareStack | None, baseline: Baseline, gpus: list[G
 
 
 def node_drift(*, node: Node) -> dict:
-    baseline = _baseline_lookup(node)
+    baseline = node_baselines(nodes=[(node.pk, node.pool_id)]).get(node.pk)
     if baseline is None:
         return {"baseline": None, "drift": [], "drifted": False}
     drift = stack_drift(stack=node.current_stack, baseline=baseline, gpus=list(node.gpus.all()))

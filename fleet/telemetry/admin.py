@@ -12,6 +12,7 @@ from .models import (
     NodeSample,
     NodeSampleRollup,
     NodeStatus,
+    ReenrollmentApproval,
 )
 
 
@@ -27,6 +28,20 @@ class NodeCredentialAdmin(admin.ModelAdmin):
     list_display = ("node", "prefix", "created_at", "revoked_at")
     readonly_fields = ("prefix", "key_hash", "created_at")
     raw_id_fields = ("node",)
+
+
+@admin.register(ReenrollmentApproval)
+class ReenrollmentApprovalAdmin(admin.ModelAdmin):
+    """Read-only: approvals are granted and withdrawn through the API, which audits them."""
+
+    list_display = ("node", "approved_by", "created_at", "expires_at", "used_at", "cancelled_at")
+    raw_id_fields = ("node",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(NodeStatus)

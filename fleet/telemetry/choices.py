@@ -10,9 +10,19 @@ class EventKind(models.TextChoices):
     REBALANCE = "rebalance", "Rebalance recommendation"
     MAINTENANCE = "maintenance", "Maintenance event"
     AGENT_ERROR = "agent_error", "Agent error"
+    # Recorded by the server, never accepted from an agent: a report named a GPU that belongs to another node.
+    GPU_UUID_CONFLICT = "gpu_uuid_conflict", "GPU uuid claimed by another node"
 
 
-URGENT_EVENT_KINDS = {EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE}
+# Kinds only the server records; an agent's report can never carry them (the shared schema refuses them).
+SERVER_EVENT_KINDS = frozenset({EventKind.GPU_UUID_CONFLICT})
+
+# The events the server acts on at once: the kinds the health rules read, so a batch carrying one has the node
+# evaluated after commit. Not the agent's urgent set (`fleet_agent.protocol.URGENT_EVENT_KINDS`: what it sends
+# without waiting for the interval): every SXid counts here, whatever severity the agent claimed, because the
+# sxid rule judges fatality from the log text itself; rebalance and maintenance advisories do not, because no
+# rule reads them (docs/decisions.md).
+ACTIONABLE_EVENT_KINDS = frozenset({EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE})
 
 
 class EventSeverity(models.TextChoices):

@@ -14,17 +14,31 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from fleet.inventory.models import Node
+from fleet_agent.protocol import (
+    CLOCK_REASON_APPLICATIONS_CLOCKS_SETTING,
+    CLOCK_REASON_DISPLAY_CLOCK_SETTING,
+    CLOCK_REASON_GPU_IDLE,
+    CLOCK_REASON_SYNC_BOOST,
+)
 
 from .models import GPUStatus, NodeStatus
 
 _REPORTS = Counter("fleet_reports_accepted_total", "Agent reports stored")
 _DUPLICATES = Counter("fleet_reports_duplicate_total", "Agent reports acknowledged but already stored")
 _REJECTED = Counter("fleet_reports_rejected_total", "Agent report batches rejected", ["reason"])
+_DROPPED = Counter("fleet_agent_items_dropped_total",
+                   "Parts of stored agent reports left out: events over a limit, GPUs over the per-node limit, "
+                   "GPU uuids that belong to another node", ["what"])
+_ENROLL_REFUSED = Counter("fleet_enrollments_refused_total",
+                          "Enrolments of a known machine refused (no proof, or the token's scope does not match)",
+                          ["reason"])
 _LATENCY = Histogram("fleet_ingest_seconds", "Time to validate and store one report batch",
                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
-# Throttle reasons that count as such; anything else is data-path trouble, not a "slowdown".
-_IDLE_BITS = 0x1 | 0x2 | 0x10 | 0x100
+# Clock reasons that are no slowdown (idle, clocks set by an operator or the display, sync boost); any other bit
+# means the clocks are held down by power, heat or a hardware slowdown.
+_IDLE_BITS = (CLOCK_REASON_GPU_IDLE | CLOCK_REASON_APPLICATIONS_CLOCKS_SETTING | CLOCK_REASON_SYNC_BOOST
+              | CLOCK_REASON_DISPLAY_CLOCK_SETTING)
 
 
 def reports_accepted(accepted: int, duplicates: int, seconds: float) -> None:
@@ -36,6 +50,16 @@ def reports_accepted(accepted: int, duplicates: int, seconds: float) -> None:
 
 def reports_rejected(reason: str) -> None:
     _REJECTED.labels(reason=reason).inc()
+
+
+def items_dropped(dropped: dict[str, int]) -> None:
+    for what, count in dropped.items():
+        if count:
+            _DROPPED.labels(what=what).inc(count)
+
+
+def enrollment_refused(reason: str) -> None:
+    _ENROLL_REFUSED.labels(reason=reason).inc()
 
 
 class FleetCollector:
@@ -118,7 +142,7 @@ def render() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:
-        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _LATENCY):
+        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _DROPPED, _ENROLL_REFUSED, _LATENCY):
             registry.register(collector)
     registry.register(FleetCollector())
     from fleet.integrations.metrics import IntegrationCollector

@@ -5,9 +5,13 @@ idempotently by (instance, sequence), answers ``acked_sequence`` = the highest s
 that instance, and can be told to misbehave:
 
     server.fail_next("503")                 # answer 503 to the next report POST
+    server.fail_next("503", retry_after="7")  # ... with a Retry-After header (seconds or an HTTP date)
+    server.fail_next("400:unsupported_version")  # a status with an error code
     server.fail_next("abort_before_store")  # read half the body, then drop the connection
     server.fail_next("abort_after_store")   # store the batch, then drop the connection (ack lost)
     server.fail_next("stall_after_store")   # store the batch, then hang until ``release`` is set
+    server.refuse(predicate, 500)           # answer 500 to every batch holding a report it matches
+                                            # (a poison report: what a server bug does to one value)
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import socket
 import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import jsonschema
@@ -49,7 +54,9 @@ class FakeControlPlane:
         self.posts: list[list[int]] = []  # sequences carried by each report POST, in arrival order
         self.acks: list[int] = []
         self.gzip_posts = 0
-        self._failures: list[str] = []
+        self.report_requests = 0  # every POST to the reports endpoint, answered or not
+        self._failures: list[tuple[str, str | None]] = []
+        self._refusals: list[tuple[Callable[[dict], bool], int]] = []
         self.release = threading.Event()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(
@@ -62,9 +69,18 @@ class FakeControlPlane:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def fail_next(self, *modes: str) -> None:
+    def fail_next(self, *modes: str, retry_after: str | None = None) -> None:
         with self.lock:
-            self._failures.extend(modes)
+            self._failures.extend((mode, retry_after) for mode in modes)
+
+    def refuse(self, predicate: Callable[[dict], bool], status: int) -> None:
+        """Answer ``status`` to any batch with a report that ``predicate`` matches, storing none of it."""
+        with self.lock:
+            self._refusals.append((predicate, status))
+
+    def stop_refusing(self) -> None:
+        with self.lock:
+            self._refusals.clear()
 
     def sequences(self, instance_id: str | None = None) -> list[int]:
         with self.lock:
@@ -96,9 +112,11 @@ class FakeControlPlane:
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 pass
 
-            def _json(self, status: int, body: dict) -> None:
+            def _json(self, status: int, body: dict, headers: dict | None = None) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -108,8 +126,10 @@ class FakeControlPlane:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
 
-            def _error(self, status: int, code: str, message: str, fields: dict | None = None) -> None:
-                self._json(status, {"error": {"code": code, "message": message, "fields": fields or {}}})
+            def _error(
+                self, status: int, code: str, message: str, fields: dict | None = None, headers: dict | None = None
+            ) -> None:
+                self._json(status, {"error": {"code": code, "message": message, "fields": fields or {}}}, headers)
 
             def do_GET(self) -> None:
                 if self.path == "/healthz":
@@ -156,7 +176,8 @@ class FakeControlPlane:
 
             def _reports(self, length: int) -> None:
                 with plane.lock:
-                    failure = plane._failures.pop(0) if plane._failures else None
+                    plane.report_requests += 1
+                    failure, retry_after = plane._failures.pop(0) if plane._failures else (None, None)
                 if failure == "abort_before_store":
                     self.rfile.read(length // 2)
                     self._drop_connection()
@@ -169,8 +190,10 @@ class FakeControlPlane:
                 if node_id is None:
                     self._error(401, "unauthorized", "bad or revoked node credential")
                     return
-                if failure and failure.isdigit():
-                    self._error(int(failure), "injected", f"injected failure {failure}")
+                if failure and failure[:3].isdigit():
+                    status, _, code = failure.partition(":")
+                    headers = {"Retry-After": retry_after} if retry_after is not None else None
+                    self._error(int(status), code or "injected", f"injected failure {failure}", headers=headers)
                     return
                 if self.headers.get("Content-Encoding") == "gzip":
                     raw = gzip.decompress(raw)
@@ -184,6 +207,11 @@ class FakeControlPlane:
                     return
                 reports = body["reports"]
                 instance = reports[0]["agent"]["instance_id"]
+                with plane.lock:
+                    refused = [status for predicate, status in plane._refusals for r in reports if predicate(r)]
+                if refused:
+                    self._error(refused[0], "refused", "the server failed on a report of this batch")
+                    return
                 with plane.lock:
                     plane.posts.append([r["sequence"] for r in reports])
                     accepted = duplicates = 0

@@ -1,8 +1,9 @@
 """A scriptable fake cloud metadata service on 127.0.0.1 (ephemeral port), one instance per cloud.
 
-Speaks the clouds' metadata wire formats (docs/concepts.md) closely enough to drive the agent's cloud
-collector end to end: AWS IMDSv2 tokens (401 without one), GCP's ``Metadata-Flavor`` and Azure's
-``Metadata: true`` headers, Azure acknowledgements. Tests and the simulator script it:
+Speaks each cloud's metadata wire format (the paths and headers the modules of
+``fleet_agent.collectors.cloud`` use) closely enough to drive the agent's cloud collector end to end:
+AWS IMDSv2 tokens (401 without one), GCP's ``Metadata-Flavor`` and Azure's ``Metadata: true`` headers,
+Azure acknowledgements. Tests and the simulator script it:
 
     with FakeMetadataServer("aws") as server:
         collector = CloudCollector(cloud="aws", metadata_url=server.url, timeout=0.2)

@@ -201,3 +201,48 @@ def test_unusable_state_dir_is_a_clear_error(tmp_path):
     blocker.write_text("")
     done = fleet_agent("run", "--state-dir", str(blocker / "state"), "--kernel-log", "off", "--cloud", "none")
     assert done.returncode == 1 and "Traceback" not in done.stderr and str(blocker) in done.stderr
+
+
+def test_status_and_spool_commands_show_export_retry_and_drop_set_aside_reports(tmp_path, capsys, monkeypatch):
+    from fleet_agent import cli
+
+    monkeypatch.setattr(cli, "_setup_logging", lambda level: None)  # in-process: leave the root logger alone
+    main = cli.main
+    state = str(tmp_path / "state")
+    assert main(["spool", "show-rejected", "--state-dir", state]) == 0
+    assert "no spool at" in capsys.readouterr().out
+    assert main(["spool", "retry-rejected", "--state-dir", state]) == 1
+
+    spool = Spool(tmp_path / "state" / "spool.db")
+    for _ in range(3):
+        spool.put({"sequence": spool.next_sequence(), "events": [], "inventory": None, "note": "ü"})
+    spool.reject(1, "refused as invalid: HTTP 400 from …: system.cpu_busy_pct")
+    spool.reject(2, "5 server errors in a row, the last: HTTP 500")
+    spool.close()
+
+    assert main(["status", "--state-dir", state]) == 0
+    shown = capsys.readouterr().out
+    assert "rejected_reports     2" in shown and "report 2 at " in shown and "5 server errors" in shown
+    assert "fleet-agent spool show-rejected" in shown
+    assert main(["status", "--json", "--state-dir", state]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["rejected_reports"] == 2 and status["rejected_total"] == 2
+    assert status["last_rejection"]["sequence"] == 2 and status["spool_depth"] == 1
+
+    assert main(["spool", "show-rejected", "--state-dir", state]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].split()[0] == "1" and "cpu_busy_pct" in lines[0]
+    assert main(["spool", "show-rejected", "--json", "--state-dir", state, "2"]) == 0
+    (exported,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert exported["sequence"] == 2 and exported["report"]["note"] == "ü" and "HTTP 500" in exported["reason"]
+
+    assert main(["spool", "retry-rejected", "--state-dir", state, "2", "99"]) == 1
+    captured = capsys.readouterr()
+    assert "2 -> 4" in captured.out and "99" in captured.err
+    assert main(["spool", "drop-rejected", "--state-dir", state]) == 2  # names nothing: refuses
+    capsys.readouterr()
+    assert main(["spool", "drop-rejected", "--all", "--state-dir", state]) == 0
+    assert "dropped 1" in capsys.readouterr().out
+    spool = Spool(tmp_path / "state" / "spool.db")
+    assert [r.sequence for r in spool.pending()] == [3, 4] and spool.rejected_count() == 0
+    spool.close()

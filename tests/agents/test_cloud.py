@@ -12,6 +12,7 @@ import pytest
 
 from fleet_agent.collectors import cloud as cloud_module
 from fleet_agent.collectors.cloud import CloudCollector, NoticeWatcher, detect_cloud, read_dmi
+from fleet_agent.collectors.cloud import aws as aws_module
 
 try:
     from tests.agents.fake_metadata import (
@@ -73,6 +74,29 @@ def _parse(stamp: str) -> datetime:
 )
 def test_detect_cloud_from_dmi(tree, expected):
     assert detect_cloud(DMI / tree) == expected
+
+
+def test_registry_lists_every_cloud_with_a_module_of_its_own():
+    from fleet_agent.collectors.cloud.metadata import CloudBackend
+    from fleet_agent.collectors.cloud.registry import CLOUDS
+
+    assert list(CLOUDS) == ["aws", "gcp", "azure", "alibaba", "tencent"]
+    for name, backend in CLOUDS.items():
+        assert issubclass(backend, CloudBackend) and backend.name == name
+        assert backend.__module__ == f"fleet_agent.collectors.cloud.{name}"
+    assert cloud_module.DEFAULT_METADATA_URLS == {
+        "aws": "http://169.254.169.254", "azure": "http://169.254.169.254", "gcp": "http://metadata.google.internal",
+        "alibaba": "http://100.100.100.200", "tencent": "http://metadata.tencentyun.com"}
+
+
+@pytest.mark.parametrize("tree", ["aws", "aws-metal", "gcp", "azure", "alibaba", "oracle", "tencent", "baremetal",
+                                  "hyperv-onprem", "does-not-exist"])
+def test_each_cloud_module_recognises_its_own_dmi_and_no_other(tree):
+    from fleet_agent.collectors.cloud.registry import CLOUDS
+
+    dmi = read_dmi(DMI / tree)
+    matches = [name for name, backend in CLOUDS.items() if backend.detect(dmi)]
+    assert matches == ([tree.removesuffix("-metal")] if tree.removesuffix("-metal") in CLOUDS else [])
 
 
 def test_read_dmi_strips_and_tolerates_missing_files():
@@ -233,7 +257,7 @@ def test_aws_token_is_refreshed_before_expiry(server_for, monkeypatch):
     server = server_for("aws")
     collector = _collector("aws", server)
     collector.poll_notice()
-    monkeypatch.setattr(cloud_module, "AWS_TOKEN_REFRESH_MARGIN_S", cloud_module.AWS_TOKEN_TTL_S + 1)
+    monkeypatch.setattr(aws_module, "AWS_TOKEN_REFRESH_MARGIN_S", aws_module.AWS_TOKEN_TTL_S + 1)
     collector.poll_notice()
     assert len([r for r in server.requests if r["method"] == "PUT"]) == 3  # one per read once "expiring"
 

@@ -43,6 +43,8 @@ def test_precedence_file_then_env_then_flags(tmp_path):
         ({"flags": {"cloud": "ibm"}}, "'cloud'"),
         ({"flags": {"server": "fleet.example.com"}}, "'server'"),
         ({"flags": {"notice_poll_s": "30"}}, "'notice_poll_s'"),
+        ({"environ": {"FLEET_AGENT_MAX_SERVER_ERRORS": "0"}}, "'max_server_errors' in environment variable"),
+        ({"flags": {"max_server_errors": "2.5"}}, "expected a whole number"),
     ],
 )
 def test_bad_values_name_the_setting_and_source(kwargs, fragment):

@@ -85,3 +85,17 @@ def test_interval_comes_from_the_server_unless_configured(control_plane, tmp_pat
     enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path))
     assert Daemon(_config(tmp_path), nvml_module=sim_nvml).interval_s == 30
     assert Daemon(_config(tmp_path, interval_s="5"), nvml_module=sim_nvml).interval_s == 5
+
+
+def test_daemon_sets_a_poison_report_aside_after_the_configured_server_errors(control_plane, tmp_path, sim_nvml):
+    from tests.agents.test_sender import _poison, _spool_with_poison
+
+    enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path))
+    spool, _ = _spool_with_poison(tmp_path, reports=1, poison_at=1)  # left over from before a restart
+    spool.close()
+    control_plane.refuse(_poison, 500)
+    daemon = Daemon(_config(tmp_path, interval_s="60", max_server_errors="1"), nvml_module=sim_nvml)
+    assert daemon.run(max_cycles=1) == 0  # one report of its own, then the shutdown flush
+    state = read_spool_state(tmp_path / "spool.db")
+    assert state["depth"] == 0 and state["rejected"] == 1 and state["last_rejection"]["sequence"] == 1
+    assert control_plane.sequences(state["instance_id"]) == [2]

@@ -1,4 +1,5 @@
-"""Kernel log collector: real-format lines (docs/concepts.md) through parse_line and the collector."""
+"""Kernel log collector: lines in the kernel's own formats (NVRM Xid, SXid, PCIe AER) through parse_line and the
+collector."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet_agent.collectors.kernel_log import KernelLogCollector, coalesce_aer, normalize_pci_bus_id, parse_line
+from fleet_agent.collectors.kernel_log import KernelLogCollector, coalesce_aer, parse_line
+from fleet_agent.protocol import normalize_pci_bus_id
 from fleet_agent.xid import CATALOG_VERSION, XID_CATALOG, xid_info
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernel"
@@ -222,7 +224,7 @@ def test_catalog_covers_reference_xids():
     assert XID_CATALOG[79]["action"] == "reboot" and XID_CATALOG[154]["action"] == "follow_referenced"
     unknown = xid_info(9999)
     assert unknown["known"] is False and unknown["severity"] == "warning"
-    assert xid_info(79)["catalog_version"] == CATALOG_VERSION == "2026.12-1"
+    assert xid_info(79)["catalog_version"] == CATALOG_VERSION == "2026.12-2"
 
 
 # --- file source ---------------------------------------------------------------------------------

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import random
+import socket
 import stat
 import time
+from email.utils import formatdate
 
 import pytest
 
-from fleet_agent.client import ControlPlaneClient, DeliveryError
+from fleet_agent.client import ControlPlaneClient, DeliveryError, parse_retry_after
 from fleet_agent.credentials import credential_path, load_enrollment
 from fleet_agent.enroll import EnrollmentError, enroll
 from fleet_agent.report import NodeIdentity
-from fleet_agent.sender import Delivery, SenderThread
+from fleet_agent.sender import INVALID, SERVER_ERROR, TRANSIENT, Delivery, SenderThread, classify
 from fleet_agent.spool import Spool
 from tests.agents.conftest import build_core
 
@@ -111,21 +113,27 @@ def test_backoff_grows_exponentially_with_jitter_and_a_cap(control_plane, enroll
     assert delivery.seconds_until_retry() == 0
 
 
-def test_retry_after_is_honoured(tmp_path):
-    delivery = Delivery(Spool(tmp_path / "spool.db"), lambda: None, backoff_cap_s=300, rng=random.Random(3))
-    delivery._failed(DeliveryError("HTTP 429", status=429, retry_after=42))
-    assert 41 <= delivery.seconds_until_retry() <= 42
+def _spooled(tmp_path, reports: int):
+    """A spool holding ``reports`` real reports (sequences 1..reports), and the engine that made them."""
+    spool = Spool(tmp_path / "spool.db")
+    core = build_core(spool)
+    for _ in range(reports):
+        core.collect()
+    return spool, core
+
+
+def _spool_with_invalid_report(tmp_path, *, reports: int, invalid_at: int):
+    """``reports`` reports, the one with sequence ``invalid_at`` out of the schema (the server answers 400)."""
+    spool, core = _spooled(tmp_path, reports)
+    bad = json.loads(spool.pending(limit=reports)[invalid_at - 1].body)
+    bad["system"]["cpu_busy_pct"] = 150.0  # what a buggy collector might send: the schema says ≤ 100
+    spool.put(bad)
+    return spool, core
 
 
 def test_invalid_report_is_isolated_and_set_aside(control_plane, enrolled, tmp_path):
     _, client = enrolled
-    spool = Spool(tmp_path / "spool.db")
-    core = build_core(spool)
-    for _ in range(3):
-        core.collect()
-    bad = json.loads(spool.pending()[1].body)
-    bad["system"]["cpu_busy_pct"] = 150.0  # what a buggy collector might send
-    spool.put(bad)
+    spool, _ = _spool_with_invalid_report(tmp_path, reports=3, invalid_at=2)
     delivery = _delivery(spool, client)
     assert delivery.deliver_pending() is True
     assert control_plane.sequences(spool.instance_id) == [1, 3]
@@ -223,3 +231,267 @@ def test_identity_gets_node_id_from_enrolment(control_plane, tmp_path):
     enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path))
     client, url = target()
     assert identity.node_id == 1 and url == "/api/v1/agent/reports" and client.server == control_plane.url
+
+
+# --- reports the server refuses --------------------------------------------------------------------
+
+XID_79 = {
+    "kind": "xid", "at": "2026-12-02T18:45:00Z", "gpu_uuid": None, "pci_bus_id": "00000000:01:00.0", "code": 79,
+    "severity": "critical", "message": "GPU has fallen off the bus", "raw": "NVRM: Xid (PCI:0000:01:00): 79",
+}
+
+
+def _poison(report: dict) -> bool:
+    """A NUL in an event message: what made the real server answer 500 (PostgreSQL refuses it in JSON)."""
+    return any("\x00" in event["message"] for event in report["events"])
+
+
+def _spool_with_poison(tmp_path, *, reports: int, poison_at: int) -> tuple[Spool, object]:
+    spool, core = _spooled(tmp_path, reports)
+    bad = json.loads(spool.pending(limit=reports)[poison_at - 1].body)
+    bad["events"] = [{**XID_79, "kind": "agent_error", "code": None, "message": "bad\x00byte"}]
+    spool.put(bad)
+    return spool, core
+
+
+def _settle(delivery, clock, rounds=40):
+    """Deliver, then let the backoff run out (on the injected clock), until the spool is empty."""
+    for _ in range(rounds):
+        if delivery.deliver_pending():
+            return True
+        clock[0] += 1000
+    return False
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "kind"),
+    [(400, "invalid", INVALID), (413, "too_large", INVALID), (422, None, INVALID), (500, None, SERVER_ERROR),
+     (501, None, SERVER_ERROR), (400, "unsupported_version", TRANSIENT), (502, None, TRANSIENT),
+     (503, None, TRANSIENT), (504, None, TRANSIENT), (429, None, TRANSIENT), (401, None, TRANSIENT),
+     (403, None, TRANSIENT), (404, None, TRANSIENT), (None, None, TRANSIENT)],
+)
+def test_what_an_error_answer_says_about_the_data(status, code, kind):
+    assert classify(DeliveryError("x", status=status, code=code)) == kind
+
+
+def test_poison_report_in_the_middle_is_set_aside_and_the_rest_including_urgent_flows(
+    control_plane, enrolled, tmp_path
+):
+    _, client = enrolled
+    spool, core = _spool_with_poison(tmp_path, reports=40, poison_at=17)
+    core.add_events([XID_79])
+    assert core.collect()["sequence"] == 41 and spool.has_urgent()  # an urgent report queued behind it
+    control_plane.refuse(_poison, 500)
+    clock = [1000.0]
+    delivery = _delivery(spool, client, max_server_errors=3, clock=lambda: clock[0])
+
+    assert _settle(delivery, clock) is True
+    assert control_plane.sequences(spool.instance_id) == [s for s in range(1, 42) if s != 17]
+    assert spool.depth() == 0 and delivery.stats.rejected == 1
+    (rejected,) = spool.rejected_reports()
+    assert rejected.sequence == 17 and json.loads(rejected.body)["events"][0]["message"] == "bad\x00byte"
+    assert "3 server errors, the last: HTTP 500" in rejected.reason and "HTTP 500" in rejected.reason
+    # Found by halving, not one by one: 41 → 21 → 11 ✓ → 10 → 5 ✓ → 5 → 3 → 2 → 1 (×3) → the rest.
+    assert control_plane.report_requests <= 16
+
+
+def test_invalid_report_in_a_full_batch_is_found_by_halving_and_set_aside_at_once(
+    control_plane, enrolled, tmp_path
+):
+    _, client = enrolled
+    spool, core = _spool_with_invalid_report(tmp_path, reports=100, invalid_at=64)
+    delivery = _delivery(spool, client)
+    assert delivery.deliver_pending() is True  # one pass: no backoff for a report that is simply bad
+    assert control_plane.sequences(spool.instance_id) == [s for s in range(1, 101) if s != 64]
+    assert [r.sequence for r in spool.rejected_reports()] == [64]
+    assert "refused as invalid" in spool.rejected_reports()[0].reason
+    assert control_plane.report_requests <= 2 * 7 + 2
+    core.collect()
+    assert delivery.deliver_pending() is True and control_plane.posts[-1] == [101]  # full batches again
+
+
+def test_422_sets_a_report_aside_like_a_400(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool, _ = _spool_with_poison(tmp_path, reports=5, poison_at=1)
+    control_plane.refuse(_poison, 422)
+    assert _delivery(spool, client).deliver_pending() is True
+    assert control_plane.sequences(spool.instance_id) == [2, 3, 4, 5] and spool.rejected_count() == 1
+
+
+def _closed_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("failure", ["503", "502", "504", "429", "400:unsupported_version", "abort_before_store",
+                                     "refused"])
+def test_a_server_that_is_down_or_shedding_load_never_gets_reports_set_aside(
+    failure, control_plane, enrolled, tmp_path
+):
+    _, client = enrolled
+    if failure == "refused":
+        client = ControlPlaneClient(_closed_port(), credential=client.credential)
+    spool, _ = _spooled(tmp_path, 3)
+    clock = [1000.0]
+    delivery = _delivery(spool, client, max_server_errors=2, clock=lambda: clock[0])
+    for _ in range(10):
+        control_plane.fail_next(failure)
+        assert delivery.deliver_pending(force=True) is False
+        clock[0] += 1000
+    assert spool.depth() == 3 and spool.rejected_count() == 0 and spool.server_errors(1) == 0
+    assert delivery.stats.rejected == 0 and delivery.stats.splits == 0
+
+
+def test_server_errors_and_set_aside_reports_survive_a_restart(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool, _ = _spool_with_poison(tmp_path, reports=1, poison_at=1)
+    control_plane.refuse(_poison, 500)
+    clock = [1000.0]
+    for _ in range(2):
+        assert _delivery(spool, client, max_server_errors=3, clock=lambda: clock[0]).deliver_pending() is False
+    assert spool.server_errors(1) == 2
+    spool.close()
+
+    spool = Spool(tmp_path / "spool.db")  # the agent restarted: the count goes on
+    assert spool.server_errors(1) == 2 and spool.depth() == 1
+    assert _delivery(spool, client, max_server_errors=3, clock=lambda: clock[0]).deliver_pending() is True
+    original = spool.rejected_reports()[0].body
+    spool.close()
+
+    spool = Spool(tmp_path / "spool.db")
+    assert spool.depth() == 0 and [r.sequence for r in spool.rejected_reports()] == [1]
+    assert spool.rejected_reports()[0].body == original and spool.server_errors(1) == 0
+
+    # The server got fixed: re-queued under a new sequence (it acknowledged past the old one meanwhile).
+    build_core(spool).collect()  # 2
+    control_plane.stop_refusing()
+    assert _delivery(spool, client).deliver_pending() is True
+    assert spool.requeue_rejected() == [(1, 3)]
+    assert _delivery(spool, client).deliver_pending() is True
+    assert control_plane.sequences(spool.instance_id) == [2, 3] and spool.rejected_count() == 0
+    resent = control_plane.reports()[-1]
+    assert resent["sequence"] == 3 and resent["events"] == json.loads(original)["events"]
+
+
+def test_a_server_error_that_goes_away_sets_nothing_aside(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool, _ = _spooled(tmp_path, 8)
+    clock = [1000.0]
+    delivery = _delivery(spool, client, max_server_errors=3, clock=lambda: clock[0])
+    control_plane.fail_next("500", "500", "500", "500")  # the batch (8), its halves (4, 2), then report 1 alone
+    assert delivery.deliver_pending() is False and spool.server_errors(1) == 1
+    clock[0] += 1000
+    assert delivery.deliver_pending() is True
+    assert control_plane.sequences(spool.instance_id) == list(range(1, 9)) and spool.rejected_count() == 0
+    assert control_plane.posts[-1] == list(range(2, 9))  # back to whole batches once it went through
+
+
+def test_urgent_report_reaches_the_server_behind_a_report_the_server_keeps_failing(
+    control_plane, enrolled, tmp_path
+):
+    """The daemon's sender thread, in real time: a poison report at the head, then an Xid 79."""
+    _, client = enrolled
+    spool, core = _spool_with_poison(tmp_path, reports=3, poison_at=1)
+    control_plane.refuse(_poison, 500)
+    delivery = _delivery(spool, client, backoff_base_s=0.05, max_server_errors=3)
+    sender = SenderThread(delivery, poll_s=60)
+    sender.start()
+    try:
+        core.add_events([XID_79])
+        core.collect()
+        sender.wake(urgent=True)
+        deadline = time.monotonic() + 10
+        while 4 not in control_plane.sequences(spool.instance_id) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert control_plane.sequences(spool.instance_id) == [2, 3, 4]
+        assert [r.sequence for r in spool.rejected_reports()] == [1]
+    finally:
+        sender.stop(flush_timeout_s=1)
+
+
+def test_rejected_reports_and_the_latest_reason_show_in_the_spool_state(control_plane, enrolled, tmp_path):
+    from fleet_agent.spool import read_spool_state
+
+    _, client = enrolled
+    spool, _ = _spool_with_poison(tmp_path, reports=3, poison_at=2)
+    control_plane.refuse(_poison, 400)
+    assert _delivery(spool, client).deliver_pending() is True
+    state = read_spool_state(tmp_path / "spool.db")
+    assert (state["rejected"], state["rejected_total"], state["rejected_dropped"]) == (1, 1, 0)
+    assert state["last_rejection"]["sequence"] == 2 and "HTTP 400" in state["last_rejection"]["reason"]
+
+
+# --- Retry-After -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [("120", 120.0), (" 3 ", 3.0), ("0", 0.0), ("1.5", 1.5), ("Wed, 02 Dec 2026 18:45:30 GMT", 30.0),
+     ("Wed, 02 Dec 2026 18:44:00 GMT", 0.0), ("Wednesday, 02-Dec-26 18:45:10 GMT", 10.0), (None, None), ("", None),
+     ("soon", None), ("-5", None), ("nan", None), ("inf", None)],
+)
+def test_retry_after_is_read_as_seconds_or_an_http_date(header, expected):
+    now = 1796237100.0  # 2026-12-02T18:45:00Z
+    assert parse_retry_after(header, now=now) == expected
+
+
+@pytest.mark.parametrize("status", ["429", "503"])
+def test_retry_after_is_waited_out_with_jitter_even_by_urgent_attempts(status, control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool = Spool(tmp_path / "spool.db")
+    build_core(spool).collect()
+    clock = [1000.0]
+    delivery = _delivery(spool, client, backoff_base_s=1.0, clock=lambda: clock[0])
+    control_plane.fail_next(status, retry_after="20")
+    assert delivery.deliver_pending() is False
+    wait = delivery.seconds_until_retry()
+    assert 20 <= wait <= 25  # at least what the server asked, plus up to a quarter of it
+    requests = control_plane.report_requests
+    assert delivery.deliver_pending(force=True) is False  # an urgent report does not jump the server's queue
+    assert control_plane.report_requests == requests
+    clock[0] += wait
+    assert delivery.deliver_pending() is True and spool.depth() == 0
+
+
+def test_retry_after_as_an_http_date(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool = Spool(tmp_path / "spool.db")
+    build_core(spool).collect()
+    control_plane.fail_next("503", retry_after=formatdate(time.time() + 60, usegmt=True))
+    delivery = _delivery(spool, client)
+    assert delivery.deliver_pending() is False
+    assert 58 <= delivery.seconds_until_retry() <= 60 + 15 + 1
+
+
+def test_retry_after_jitter_spreads_a_fleet_and_is_capped(tmp_path):
+    spool = Spool(tmp_path / "spool.db")
+    waits = []
+    for seed in range(50):
+        delivery = Delivery(spool, lambda: None, backoff_cap_s=300, rng=random.Random(seed), clock=lambda: 0.0)
+        delivery._failed(DeliveryError("HTTP 503", status=503, retry_after=2))
+        waits.append(delivery.seconds_until_retry())
+    assert min(waits) >= 2 and max(waits) <= 3 and len({round(w, 3) for w in waits}) > 40
+    delivery = Delivery(spool, lambda: None, backoff_cap_s=300, rng=random.Random(1), clock=lambda: 0.0)
+    delivery._failed(DeliveryError("HTTP 503", status=503, retry_after=86400))  # "come back tomorrow"
+    assert 300 <= delivery.seconds_until_retry() <= 330
+
+
+def test_retry_after_on_a_server_error_is_honoured_too(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool, _ = _spooled(tmp_path, 1)
+    control_plane.fail_next("500", retry_after="40")
+    delivery = _delivery(spool, client, clock=lambda: 1000.0)
+    assert delivery.deliver_pending() is False and spool.server_errors(1) == 1
+    assert 40 <= delivery.seconds_until_retry() <= 50
+
+
+def test_without_retry_after_the_exponential_backoff_applies(control_plane, enrolled, tmp_path):
+    _, client = enrolled
+    spool = Spool(tmp_path / "spool.db")
+    build_core(spool).collect()
+    clock = [1000.0]
+    delivery = _delivery(spool, client, backoff_base_s=4.0, clock=lambda: clock[0])
+    control_plane.fail_next("503")
+    delivery.deliver_pending()
+    assert 2 <= delivery.seconds_until_retry() <= 4
+    assert delivery.deliver_pending(force=True) is True  # the agent's own backoff yields to urgency

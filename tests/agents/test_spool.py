@@ -101,3 +101,70 @@ def test_urgent_flag_and_read_only_state(tmp_path):
     state = read_spool_state(tmp_path / "spool.db")
     assert state["instance_id"] == spool.instance_id and state["depth"] == 1 and state["last_sequence"] == 1
     assert read_spool_state(tmp_path / "absent.db") is None
+
+
+def test_rejected_reports_are_bounded_loudly_never_silently(tmp_path, monkeypatch, caplog):
+    from fleet_agent import spool as spool_module
+
+    monkeypatch.setattr(spool_module, "MAX_REJECTED_KEPT", 3)
+    spool = Spool(tmp_path / "spool.db")
+    for _ in range(5):
+        spool.reject(_report(spool)["sequence"], "HTTP 400: bad")
+    assert [r.sequence for r in spool.rejected_reports()] == [3, 4, 5]
+    state = read_spool_state(tmp_path / "spool.db")
+    assert (state["rejected"], state["rejected_total"], state["rejected_dropped"]) == (3, 5, 2)
+    assert any("dropped the 1 oldest (sequences 1)" in r.getMessage() for r in caplog.records)
+
+
+def test_rejected_reports_have_a_byte_bound_of_their_own(tmp_path):
+    spool = Spool(tmp_path / "spool.db", max_bytes=100_000, max_rejected_bytes=5_000)
+    for _ in range(4):
+        spool.reject(_report(spool, padding=2000)["sequence"], "HTTP 413")
+    assert [r.sequence for r in spool.rejected_reports()] == [3, 4]
+    assert read_spool_state(tmp_path / "spool.db")["rejected_dropped"] == 2
+
+
+def test_requeued_reports_get_new_sequences_and_keep_their_content_but_a_stale_inventory(tmp_path):
+    spool = Spool(tmp_path / "spool.db")
+    first = _report(spool, events=1, inventory="a" * 64)
+    _report(spool)
+    spool.reject(1, "HTTP 500")
+    spool.reject(2, "HTTP 500")
+    _report(spool, inventory="b" * 64)  # 3
+    spool.ack(3)
+    assert spool.requeue_rejected([1]) == [(1, 4)]
+    assert [r.sequence for r in spool.pending()] == [4] and not spool.pending()[0].urgent
+    assert json.loads(spool.pending()[0].body) == {**first, "sequence": 4, "inventory": None}
+    spool.ack(4)
+    assert spool.acked_inventory_hash() == "b" * 64  # the node's inventory is not rolled back
+    assert [r.sequence for r in spool.rejected_reports()] == [2]
+    assert spool.next_sequence() == 5
+    assert spool.drop_rejected() == [2] and spool.rejected_count() == 0
+
+
+def test_a_sequence_handed_out_holds_back_later_ones_until_it_is_spooled(tmp_path):
+    """Another process (``fleet-agent spool retry-rejected``) queues a report while the daemon builds one."""
+    clock = [0.0]
+    daemon = Spool(tmp_path / "spool.db", clock=lambda: clock[0])
+    _report(daemon)  # 1
+    daemon.reject(1, "HTTP 500")
+    building = daemon.next_sequence()  # 2: the daemon is between numbering and spooling a report
+    operator = Spool(tmp_path / "spool.db")
+    assert operator.requeue_rejected() == [(1, 3)]
+    assert daemon.pending() == []  # 3 must not reach the server (and be acknowledged) before 2
+    daemon.put({"sequence": building, "events": [], "inventory": None})
+    assert [r.sequence for r in daemon.pending()] == [2, 3]
+    daemon.next_sequence()  # 4, whose build then fails: it holds nothing back for long
+    clock[0] += 61
+    assert [r.sequence for r in daemon.pending()] == [2, 3]
+
+
+def test_size_counts_what_another_process_queued(tmp_path):
+    daemon = Spool(tmp_path / "spool.db")
+    _report(daemon, padding=1000)
+    daemon.reject(1, "HTTP 500")
+    assert daemon.size_bytes() == 0
+    Spool(tmp_path / "spool.db").requeue_rejected()
+    assert daemon.size_bytes() == sum(len(r.body) for r in daemon.pending())
+    daemon.ack(2)
+    assert daemon.size_bytes() == 0

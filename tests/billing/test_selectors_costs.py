@@ -10,7 +10,7 @@ from fleet.billing.selectors import cost_report, node_costs, node_utilisation
 from fleet.inventory.models import Node
 from fleet.telemetry.models import GPUSample, GPUSampleRollup
 from tests.billing.factories import BillingPlanFactory, CostProfileFactory, PriceListEntryFactory
-from tests.factories import GPUFactory, NodeFactory, PoolFactory, ProviderFactory, SiteFactory
+from tests.factories import BaselineFactory, GPUFactory, NodeFactory, PoolFactory, ProviderFactory, SiteFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -44,6 +44,18 @@ def test_on_demand_node_with_its_own_plan(provider):
     assert cost.gpu_hours == Decimal(5840)
     assert cost.tco_per_gpu_hour == Decimal("4.1433")
     assert cost.utilisation_pct is None and cost.tco_per_utilised_gpu_hour is None
+
+
+def test_gpus_are_counted_as_health_counts_them_declared_then_baseline_then_pool(provider):
+    """One expected GPU count per node (inventory's): a baseline that pins a count comes before the pool's."""
+    pool = PoolFactory(provider=provider, billing_mode="spot", gpus_per_node=8)
+    BillingPlanFactory(pool=pool, billing_mode="spot", rate=Decimal("9.83"))
+    BaselineFactory(pool=pool, gpu_count=4)
+    pinned = NodeFactory(provider=provider, pool=pool, billing_mode="spot", expected_gpu_count=0)
+    declared = NodeFactory(provider=provider, pool=pool, billing_mode="spot", expected_gpu_count=2)
+    costs = _costs(pinned, declared)
+    assert (costs[pinned.pk].gpu_count, costs[declared.pk].gpu_count) == (4, 2)
+    assert costs[pinned.pk].gpu_hours == Decimal(730 * 4)
 
 
 def test_spot_node_inherits_its_pools_plan(provider):

@@ -13,6 +13,7 @@ def built_console(tmp_path, settings):
 
 
 @pytest.mark.parametrize("path", ["/", "/nodes", "/nodes/42", "/findings?severity=critical", "/rules", "/enroll",
+                                  "/tokens",
                                   "/login?next=/nodes", "/apiary", "/static-pages", "/metricsfoo"])
 def test_console_routes_get_the_shell(client, built_console, path):
     response = client.get(path)

@@ -35,11 +35,13 @@ def _skip_or_fail(reason: str):
 
 @pytest.fixture(scope="session")
 def console_dist():
-    """frontend/dist, built if it is missing (`npm ci` first when node_modules is)."""
+    """frontend/dist, built if it is missing (`npm ci` first when node_modules is missing or older than the
+    lockfile, as in the Makefile)."""
     reason = _missing_tool_reason()
     if reason:
         _skip_or_fail(reason)
-    if not (FRONTEND / "node_modules" / ".package-lock.json").exists():
+    installed = FRONTEND / "node_modules" / ".package-lock.json"
+    if not installed.exists() or installed.stat().st_mtime < (FRONTEND / "package-lock.json").stat().st_mtime:
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=FRONTEND, check=True, timeout=600)
     if _dist_is_stale():
         subprocess.run(["npm", "run", "build"], cwd=FRONTEND, check=True, timeout=300)

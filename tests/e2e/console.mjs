@@ -188,6 +188,39 @@ try {
   check(/install\.sh .*--token \S+/.test(command), `the install command is shown once: ${command.replace(/--token \S+/, "--token …")}`);
   await page.getByRole("cell", { name: "e2e token", exact: true }).waitFor();
   await shot("09-enroll-created");
+
+  // An API token: read-only and expiring unless asked otherwise, its key shown once; the key reads the API,
+  // cannot write, and stops working once revoked.
+  await page.goto(`${BASE}/tokens`);
+  await page.getByRole("heading", { level: 1, name: "API tokens" }).waitFor();
+  check(!(await page.getByRole("checkbox", { name: "Allow writes" }).isChecked()), "a new API token is read-only unless asked");
+  check((await page.getByLabel("Expires in").inputValue()) === "90", "a new API token expires in 90 days unless asked");
+  await page.getByLabel("Name").fill("e2e api token");
+  await page.getByRole("button", { name: "Create token" }).click();
+  const createdToken = page.getByTestId("created-api-token");
+  const key = await createdToken.getByRole("textbox").inputValue();
+  check(key.length >= 32, "the API token's key is shown once");
+  const tokenRow = page.getByTestId("api-tokens").getByRole("row", { name: /e2e api token/ });
+  await tokenRow.waitFor();
+  check(/read-only/.test(await tokenRow.innerText()), "the token list shows it as read-only");
+  await shot("11-tokens-created");
+  const asToken = (path, init = {}) => fetch(`${BASE}${path}`, {
+    ...init, headers: { Authorization: `Token ${key}`, "Content-Type": "application/json" },
+  });
+  const me = await asToken("/api/v1/me/");
+  check(me.status === 200 && (await me.json()).username === USERNAME, "the new key reads the API as its user");
+  const write = await asToken("/api/v1/tokens/", { method: "POST", body: JSON.stringify({ name: "from a read-only key" }) });
+  check(write.status === 403, `the read-only key cannot write (${write.status})`);
+  await createdToken.getByRole("button", { name: "I have copied it" }).click();
+  await createdToken.waitFor({ state: "detached" });
+  const keyStillShown = await page.evaluate((secret) => document.body.innerText.includes(secret)
+    || [...document.querySelectorAll("input, textarea")].some((field) => field.value === secret), key);
+  check(!keyStillShown, "the key is gone from the page once dismissed");
+  await tokenRow.getByRole("button", { name: "Revoke token e2e api token" }).click();
+  await tokenRow.getByRole("button", { name: "Yes, revoke" }).click();
+  await tokenRow.getByText("revoked", { exact: true }).waitFor();
+  const afterRevoke = await asToken("/api/v1/me/");
+  check(afterRevoke.status === 401 || afterRevoke.status === 403, `the revoked key no longer works (${afterRevoke.status})`);
   await page.goto(`${BASE}/`);
   await page.getByTestId("fleet-stats").waitFor();
   await shot("06-overview");
@@ -208,6 +241,9 @@ try {
     await page.goto(`${BASE}/enroll`);
     await page.getByText(/created by operators/).waitFor();
     check(!(await page.getByRole("button", { name: "Create token" }).count()), "a viewer cannot create enrolment tokens");
+    await page.getByRole("link", { name: "API tokens" }).click();
+    await page.getByRole("heading", { level: 1, name: "API tokens" }).waitFor();
+    check(await page.getByRole("button", { name: "Create token" }).isVisible(), "a viewer manages their own API tokens");
   }
 
   check(pageErrors.length === 0, `no uncaught errors in the page${pageErrors.length ? `: ${pageErrors.join(" | ")}` : ""}`);

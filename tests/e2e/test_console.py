@@ -73,7 +73,7 @@ def _run(live_server_url, hostnames: dict, *, expect_finding: bool):
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"console e2e failed (screenshots in {artifacts}):\n{output[-6000:]}"
     for name in ("01-login", "02-nodes-filtered", "03-cloud-node", "04-metal-node", "05-metal-node-zh", "06-overview",
-                 "10-rules-viewer"):
+                 "10-rules-viewer", "11-tokens-created"):
         assert (artifacts / f"{name}.png").stat().st_size > 0
     return output
 
@@ -84,6 +84,9 @@ def test_login_filter_and_boundary_differs_between_cloud_and_owned_metal(live_se
     assert "hardware is owned by the provider" in output
     assert "hardware is ours with the vendor" in output
     assert "a viewer sees no write controls on the rules page (0 found)" in output
+    assert "the read-only key cannot write (403)" in output
+    assert "the key is gone from the page once dismissed" in output
+    assert "a viewer manages their own API tokens" in output
 
 
 def test_xid79_finding_sits_on_the_hardware_layer_with_its_responsible_party(live_server_url, committed_db,

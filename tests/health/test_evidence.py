@@ -7,7 +7,8 @@ from django.utils import timezone
 from fleet.health.selectors.evidence import finding_evidence, node_evidence
 from fleet.health.selectors.evidence_text import evidence_text
 from fleet.health.services.evaluation import evaluate
-from fleet.inventory.models import GPU, SoftwareStack
+from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS
+from fleet.inventory.models import GPU, Baseline, SoftwareStack
 from tests.factories import BaselineFactory, PoolFactory, ProviderFactory
 
 from .factories import ChangeLogEntryFactory, EventFactory, healthy_node
@@ -58,6 +59,16 @@ def test_finding_bundle_has_what_a_support_desk_asks_for(faulty_node):
     assert bundle["stack"]["drift"] == [{"field": "driver_version", "expected": "550.54.15", "actual": "550.90.07"}]
     assert bundle["changes"][0]["summary"] == "driver 550.54.15 → 550.90.07"
     assert bundle["status"]["nvml_status"] == "ok"
+
+
+def test_bundle_shows_every_stack_field_and_everything_the_baseline_pins(faulty_node):
+    Baseline.objects.filter(pool=faulty_node.pool).update(container_runtime="docker 26.1.0",
+                                                          nvidia_container_toolkit="1.15.0")
+    stack = node_evidence(node=faulty_node)["stack"]
+    assert list(stack["current"]) == ["collected_at", *STACK_FIELDS]
+    assert stack["baseline"]["container_runtime"] == "docker 26.1.0"
+    assert stack["baseline"]["nvidia_container_toolkit"] == "1.15.0"
+    assert set(BASELINE_STACK_FIELDS) <= set(stack["baseline"])
 
 
 def test_node_bundle_lists_open_findings_and_all_recent_log_lines(faulty_node):

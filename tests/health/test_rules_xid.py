@@ -2,10 +2,20 @@ from datetime import timedelta
 
 import pytest
 
+from fleet.health.choices import Severity, XidAction
 from fleet.health.models import XidPolicy
+from fleet.health.rules.catalog import RULES_BY_SLUG
+from fleet.health.rules.xid import unknown_policy
 from fleet.health.services.evaluation import evaluate
-from fleet.health.xid_seed import XID_SEED
 from fleet.inventory.models import GPU
+from fleet_agent.xid import (
+    ACTIONS,
+    FATAL_XID_SUPPORT_THRESHOLD,
+    REBOOTS_BEFORE_HARDWARE,
+    SEVERITIES,
+    UNKNOWN_XID,
+    XID_CATALOG,
+)
 
 from .factories import T0, ChangeLogEntryFactory, EventFactory, healthy_node
 from .harness import open_findings
@@ -20,14 +30,31 @@ def _xid(node, code, at, *, gpu=None, bus="", message="", severity="critical"):
                         message=message or f"Xid {code}")
 
 
-def test_policy_table_is_seeded_from_the_reference():
-    assert XidPolicy.objects.count() == len(XID_SEED)
+def test_policy_table_is_seeded_from_the_agent_catalog():
+    """The server's table and the agent's catalog say the same about every code; the layer is the server's."""
+    rows = {row["code"]: row for row in XidPolicy.objects.values("code", "meaning", "severity", "action",
+                                                                  "escalation")}
+    assert rows.keys() == XID_CATALOG.keys()
+    for code, entry in XID_CATALOG.items():
+        assert rows[code] == {"code": code, "meaning": entry["meaning"], "severity": entry["severity"],
+                              "action": entry["action"], "escalation": entry["escalation"]}, code
     xid79 = XidPolicy.objects.get(code=79)
     assert (xid79.severity, xid79.action, xid79.layer, xid79.changed_in_version) == ("critical", "reboot",
                                                                                      "hardware", 1)
     assert XidPolicy.objects.get(code=13).layer == "application"
     assert XidPolicy.objects.get(code=45).action == "ignore"
     assert set(range(144, 151)) <= set(XidPolicy.objects.values_list("code", flat=True))
+
+
+def test_policy_vocabulary_and_defaults_are_the_catalogs():
+    assert set(Severity.values) == set(SEVERITIES)
+    assert set(XidAction.values) == set(ACTIONS)
+    unknown = unknown_policy(9999)
+    assert (unknown["meaning"], unknown["severity"], unknown["action"], unknown["escalation"], unknown["known"]) == (
+        UNKNOWN_XID["meaning"], UNKNOWN_XID["severity"], UNKNOWN_XID["action"], UNKNOWN_XID["escalation"], False)
+    defaults = RULES_BY_SLUG["xid_escalation"].default_params()
+    assert defaults["reboots_before_hardware"] == REBOOTS_BEFORE_HARDWARE
+    assert (defaults["fatal_count"], defaults["fatal_window_s"]) == FATAL_XID_SUPPORT_THRESHOLD
 
 
 def test_xid_79_opens_at_once_then_resolves_after_a_reboot_and_the_clear_hold():

@@ -85,6 +85,39 @@ def test_events_are_stored_with_gpu_attribution(enroll):
     assert stored.raw == XID79
 
 
+@pytest.mark.parametrize("bus_id", ["PCI:0000:02:00", "0000:02:00.0", "02:00.0", "00000000:02:00.0"])
+def test_an_event_named_by_any_spelling_of_a_gpus_pci_address_is_attributed_to_it(enroll, bus_id):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    event = {"kind": "aer", "at": "2026-12-02T10:00:00Z", "gpu_uuid": None, "pci_bus_id": bus_id, "code": None,
+             "severity": "warning", "message": "PCIe AER corrected error", "raw": ""}
+    assert agent.send(builder.report(events=[event])).status_code == 200
+    stored = Event.objects.get()
+    assert stored.gpu.index == 1  # the GPU at 00000000:02:00.0
+    assert stored.pci_bus_id == bus_id  # the claim is kept as the node sent it
+
+
+@pytest.mark.parametrize(("kind", "severity", "evaluated"), [
+    ("xid", "critical", True), ("sxid", "warning", True), ("preemption_notice", "critical", True),
+    ("rebalance", "warning", False), ("maintenance", "warning", False), ("aer", "critical", False),
+])
+def test_which_events_have_the_node_evaluated_at_once(enroll, monkeypatch, django_capture_on_commit_callbacks,
+                                                      kind, severity, evaluated):
+    """Every SXid (health judges fatality itself), never an advisory notice (no rule reads one)."""
+    sent = []
+    monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",
+                        lambda name, kwargs: sent.append(name))
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    agent.send(builder.report(with_inventory=True))
+    event = {"kind": kind, "at": "2026-12-02T10:00:00Z", "gpu_uuid": None, "pci_bus_id": None, "code": None,
+             "severity": severity, "message": kind, "raw": ""}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert agent.send(builder.report(events=[event])).status_code == 200
+    assert ("health.evaluate_nodes" in sent) is evaluated
+
+
 def test_urgent_event_enqueues_evaluation_after_commit(enroll, monkeypatch, django_capture_on_commit_callbacks):
     sent = []
     monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from fleet_agent.protocol import normalize_pci_bus_id
 from fleet_agent.timeutil import rfc3339, utc_now
 from fleet_agent.xid import xid_info
 
@@ -62,22 +63,6 @@ _AER_RECEIVED = re.compile(
     r" errors? received:?\s*(\S*)",
     re.IGNORECASE,
 )
-_PCI_ID = re.compile(
-    r"^(?:PCI:)?(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?$"
-)
-
-
-def normalize_pci_bus_id(text: str | None) -> str | None:
-    """``PCI:0000:3b:00`` / ``0000:3b:00.0`` / ``3b:00.0`` → NVML's ``00000000:3B:00.0``; else None."""
-    if not isinstance(text, str):
-        return None
-    match = _PCI_ID.match(text.strip())
-    if not match:
-        return None
-    domain, bus, device, function = match.groups()
-    return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(device, 16):02X}.{function or '0'}"
-
-
 def _local_to_utc(naive: datetime) -> datetime:
     # A naive datetime's astimezone() interprets it in the host's local zone, which is the zone
     # dmesg -T and journalctl print in.

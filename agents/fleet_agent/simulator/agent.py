@@ -34,6 +34,13 @@ from fleet_agent.nvml import (
     ERROR_NO_PERMISSION,
     NvmlAdapter,
 )
+from fleet_agent.protocol import (
+    CLOCK_REASON_GPU_IDLE,
+    CLOCK_REASON_HW_POWER_BRAKE_SLOWDOWN,
+    CLOCK_REASON_HW_THERMAL_SLOWDOWN,
+    CLOCK_REASON_SW_POWER_CAP,
+    CLOCK_REASON_SW_THERMAL_SLOWDOWN,
+)
 from fleet_agent.report import NodeIdentity, ReportBuilder
 from fleet_agent.sender import Delivery, Target
 from fleet_agent.simnvml import SimulatedGpu, SimulatedNvml, SimulatedProcess
@@ -50,8 +57,7 @@ _NVML_INIT_ERRORS = {
     "driver_not_loaded": ERROR_DRIVER_NOT_LOADED,
     "no_permission": ERROR_NO_PERMISSION,
 }
-_THERMAL_REASONS = 0x20 | 0x40  # SwThermalSlowdown | HwThermalSlowdown
-_POWER_CAP, _POWER_BRAKE, _GPU_IDLE = 0x4, 0x80, 0x1
+_THERMAL_REASONS = CLOCK_REASON_SW_THERMAL_SLOWDOWN | CLOCK_REASON_HW_THERMAL_SLOWDOWN
 _DOUBLE_BIT_ECC = 1  # page retirement cause
 
 
@@ -393,7 +399,7 @@ class SimulatedAgent:
             gpu.temperature = int(round(38 + util * 0.3 + self._rng.gauss(0, 1)))
             gpu.power_mw = int(gpu.power_limit_mw * (0.2 + 0.7 * util / 100))
             gpu.sm_clock = gpu.max_sm_mhz
-            gpu.clock_reasons = _GPU_IDLE if util < 5 else 0
+            gpu.clock_reasons = CLOCK_REASON_GPU_IDLE if util < 5 else 0
             gpu.pcie_current = None
             gpu.processes = (
                 [SimulatedProcess(pid=41000 + gpu.index, used_memory_bytes=gpu.memory_used)] if util else []
@@ -413,7 +419,8 @@ class SimulatedAgent:
                 gpu.sm_clock = int(gpu.max_sm_mhz * 0.6)
             elif fault.kind == "power_throttle":
                 gpu.power_mw = gpu.power_limit_mw
-                gpu.clock_reasons |= _POWER_CAP | (_POWER_BRAKE if params.get("brake") else 0)
+                brake = CLOCK_REASON_HW_POWER_BRAKE_SLOWDOWN if params.get("brake") else 0
+                gpu.clock_reasons |= CLOCK_REASON_SW_POWER_CAP | brake
                 gpu.sm_clock = int(gpu.max_sm_mhz * 0.75)
             elif fault.kind == "memory_pressure":
                 gpu.memory_used = int(gpu.memory_total * float(params.get("used_pct", 97)) / 100)
@@ -429,7 +436,7 @@ class SimulatedAgent:
                 ]
                 gpu.util_gpu = gpu.util_memory = 0
                 gpu.memory_used = held
-                gpu.clock_reasons = _GPU_IDLE
+                gpu.clock_reasons = CLOCK_REASON_GPU_IDLE
             elif fault.kind == "pcie_downgrade":
                 max_gen, max_width = gpu.pcie_max
                 gpu.pcie_current = (int(params.get("gen", max(1, max_gen - 2))), int(params.get("width", 8)))

@@ -14,7 +14,7 @@ from email.utils import format_datetime
 
 from fleet_agent.timeutil import rfc3339
 
-# Warning each cloud documents before reclaiming (docs/concepts.md): AWS ~2 min, GCP 30 s, Azure ≥ 30 s,
+# Warning each cloud gives before reclaiming, as the clouds document it: AWS ~2 min, GCP 30 s, Azure ≥ 30 s,
 # Alibaba ~5 min; Tencent is documented like AWS.
 DEFAULT_LEAD_S = {"aws": 120, "gcp": 30, "azure": 30, "alibaba": 300, "tencent": 120}
 _AZURE_EVENT_TYPES = {"preempt": "Preempt", "terminate": "Terminate", "maintenance": "Freeze"}

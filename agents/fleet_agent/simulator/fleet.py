@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet_agent.enroll import EnrollmentError
-from fleet_agent.report import is_urgent
+from fleet_agent.protocol import is_urgent
 from fleet_agent.simulator.agent import SimulatedAgent
 from fleet_agent.simulator.scenario import Scenario
 from fleet_agent.timeutil import utc_now

@@ -8,6 +8,7 @@ from decimal import Decimal
 from django.db.models import Count, ExpressionWrapper, F, FloatField, Max, Sum
 
 from fleet.inventory.models import Node
+from fleet.inventory.selectors import node_expected_gpu_counts
 from fleet.telemetry.models import GPUSample, GPUSampleRollup
 
 from ..costing import (
@@ -20,7 +21,7 @@ from ..costing import (
     to_decimal,
     unit_price,
 )
-from .facts import effective_gpu_count, effective_instance_type, effective_site
+from .facts import effective_instance_type, effective_site
 from .pricing import ResolvedPrice, node_profiles, resolve_prices
 
 # Telemetry rolls raw samples up into 5-minute buckets (GPUSampleRollup); a bucket covers [bucket, bucket + 5 min).
@@ -98,6 +99,7 @@ def node_costs(*, nodes: Sequence[Node], now: datetime, period_days: int = DEFAU
     profiles = node_profiles(nodes=nodes)
     utilisation = node_utilisation(node_ids=[n.pk for n in nodes], start=now - timedelta(days=period_days),
                                    end=now)
+    gpu_counts = node_expected_gpu_counts(nodes=nodes)
     result: dict[int, NodeCost] = {}
     for node in nodes:
         resolved, profile = prices[node.pk], profiles[node.pk]
@@ -114,7 +116,7 @@ def node_costs(*, nodes: Sequence[Node], now: datetime, period_days: int = DEFAU
         parts = {name: money(getattr(overheads, name)) if overheads else None
                  for name in ("storage", "egress", "backup", "ops")}
         total = None if compute is None else compute + sum((v for v in parts.values() if v is not None), ZERO)
-        gpus = effective_gpu_count(node)
+        gpus = gpu_counts[node.pk]
         site = effective_site(node)
         util = utilisation.get(node.pk)
         result[node.pk] = NodeCost(

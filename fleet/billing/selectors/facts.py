@@ -15,11 +15,4 @@ def effective_instance_type(node: Node) -> str:
     return node.instance_type or (node.pool.instance_type if node.pool_id else "")
 
 
-def effective_gpu_count(node: Node) -> int:
-    """GPUs we pay for: the node's expected count, else its pool's GPUs per node."""
-    if node.expected_gpu_count:
-        return node.expected_gpu_count
-    return (node.pool.gpus_per_node or 0) if node.pool_id else 0
-
-
 NODE_RELATED = ("provider", "site", "pool", "pool__site")

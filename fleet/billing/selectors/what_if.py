@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from fleet.inventory.choices import BillingMode, NodeState
 from fleet.inventory.models import Node, Pool
+from fleet.inventory.selectors import node_expected_gpu_counts
 
 from ..choices import RateScope, RateUnit, WhatIfScenario
 from ..costing import (
@@ -159,7 +160,7 @@ def pool_what_if(*, pool: Pool, now: datetime, spot_preemption_rate: Decimal | N
     `bare_metal_entry` (a price-list entry) or else the cost profile's bare-metal price per GPU.
     """
     nodes = list(Node.objects.filter(pool=pool).exclude(state=NodeState.RETIRED).select_related(*NODE_RELATED))
-    gpus = pool.gpus_per_node or max((n.expected_gpu_count for n in nodes), default=0)
+    gpus = pool.gpus_per_node or max(node_expected_gpu_counts(nodes=nodes).values(), default=0)
     instance_type = pool.instance_type or next((effective_instance_type(n) for n in nodes if n.instance_type), "")
     profile_scopes = [(pool.provider_id, pool.site_id)]
     if bare_metal_entry is not None:

@@ -8,29 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 
-from fleet.inventory.choices import BillingMode, DeliveryForm
-
-CLOUD_FORMS = {DeliveryForm.CLOUD_SHARED, DeliveryForm.CLOUD_DEDICATED}
-
-
-@lru_cache(maxsize=65536)
-def normalize_bus_id(value: str | None) -> str:
-    """`00000000:91:00.0`, `0000:91:00.0`, `PCI:0000:91:00` and `91:00.0` all become `0000:91:00.0`."""
-    text = (value or "").strip().lower().removeprefix("pci:")
-    parts = text.split(":")
-    try:
-        if len(parts) == 3:
-            domain, bus, devfn = parts
-        elif len(parts) == 2:
-            domain, (bus, devfn) = "0", parts
-        else:
-            return text
-        dev, _, function = devfn.partition(".")
-        return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{int(function or '0', 16)}"
-    except ValueError:
-        return text
+from fleet.inventory.choices import CLOUD_FORMS, BillingMode
+from fleet.inventory.models import GPU
 
 
 @dataclass(slots=True)
@@ -116,10 +96,10 @@ class NodeFacts:
         return self.status is not None and self.status.get("nvml_status") == "ok"
 
     def gpu_for_bus(self, bus_id: str | None) -> GpuIdentity | None:
-        wanted = normalize_bus_id(bus_id)
+        wanted = GPU.normalize_bus_id(bus_id)
         if not wanted:
             return None
-        return next((g for g in self.gpus.values() if normalize_bus_id(g.pci_bus_id) == wanted), None)
+        return next((g for g in self.gpus.values() if GPU.normalize_bus_id(g.pci_bus_id) == wanted), None)
 
 
     def gpu_ref(self, gpu_id: int | None, bus_id: str | None) -> tuple[str, GpuIdentity | None]:
@@ -130,7 +110,7 @@ class NodeFacts:
         if identity is not None:
             return f"gpu:{identity.id}", identity
         if bus_id:
-            return f"pci:{normalize_bus_id(bus_id)}", None
+            return f"pci:{GPU.normalize_bus_id(bus_id)}", None
         if gpu_id is not None:
             return f"gpu:{gpu_id}", None
         return "node", None

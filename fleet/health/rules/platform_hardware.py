@@ -6,23 +6,24 @@ from django.utils.dateparse import parse_datetime
 
 from fleet.inventory.choices import Layer
 from fleet.telemetry.choices import EventKind
+from fleet_agent.protocol import (
+    ADVISORY_NOTICE_KINDS,
+    CLOCK_EVENT_REASONS,
+    CLOCK_REASON_HW_POWER_BRAKE_SLOWDOWN,
+    CLOCK_REASON_HW_SLOWDOWN,
+    CLOCK_REASON_HW_THERMAL_SLOWDOWN,
+    CLOCK_REASON_SW_THERMAL_SLOWDOWN,
+    RECLAIM_NOTICE_KINDS,
+)
 
 from ..choices import Severity, TriageStep
 from .base import Observation, Param, gpu_label, gpu_rule, node_rule
 
-# NVML clock event reason bits, as nvml.h defines them (docs/concepts.md).
-HW_SLOWDOWN = 0x8
-SW_THERMAL = 0x20
-HW_THERMAL = 0x40
-HW_POWER_BRAKE = 0x80
-THERMAL_MASK = SW_THERMAL | HW_THERMAL
-POWER_MASK = HW_POWER_BRAKE | HW_SLOWDOWN
-_REASON_NAMES = {HW_SLOWDOWN: "HwSlowdown", SW_THERMAL: "SwThermalSlowdown", HW_THERMAL: "HwThermalSlowdown",
-                 HW_POWER_BRAKE: "HwPowerBrakeSlowdown"}
-
-# Notice kinds that end the instance (rebalance and maintenance are advisories).
-RECLAIM_NOTICE_KINDS = {"terminate", "stop", "hibernate", "preempt"}
-ADVISORY_NOTICE_KINDS = {"rebalance", "maintenance"}
+# Throttling the rules judge: thermal, and power trouble beyond the normal software power cap (a brake or a
+# hardware slowdown point at the PSU or the power feed).
+THERMAL_MASK = CLOCK_REASON_SW_THERMAL_SLOWDOWN | CLOCK_REASON_HW_THERMAL_SLOWDOWN
+POWER_MASK = CLOCK_REASON_HW_POWER_BRAKE_SLOWDOWN | CLOCK_REASON_HW_SLOWDOWN
+_REASON_NAMES = {bit: name for bit, name in CLOCK_EVENT_REASONS if bit & (THERMAL_MASK | POWER_MASK)}
 
 
 def _cpu_steal(node, params, ctx):

@@ -1,18 +1,13 @@
 """Step 2 — software chain: driver ↔ CUDA ↔ framework compatible, GPU architecture built in, no drift."""
 
 from fleet.inventory.boundary import LAYER_ORDER
-from fleet.inventory.choices import Layer
+from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS, STACK_LIST_FIELDS, Layer
 from fleet.inventory.models import Baseline, SoftwareStack
 from fleet.inventory.selectors import stack_drift
 
 from ..choices import Severity, TriageStep
 from .base import Observation, Param, node_rule
 from .compat import arch_supported, format_cuda, parse_capability, parse_cuda, sm_name
-
-STACK_VALUE_FIELDS = ["driver_version", "cuda_driver_version", "cuda_toolkits", "python_version", "frameworks",
-                      "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
-BASELINE_VALUE_FIELDS = ["driver_version", "cuda_driver_version", "cuda_toolkits", "frameworks",
-                         "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
 
 # Which layer a drifted field belongs to; a drift finding sits on the lowest layer that drifted.
 DRIFT_FIELD_LAYER = {
@@ -119,9 +114,9 @@ def _drift_items(node, memo: dict) -> list[dict]:
     def compute():
         return stack_drift(
             stack=SoftwareStack(**{f: stack.get(f) if stack.get(f) is not None else _blank(f)
-                                   for f in STACK_VALUE_FIELDS}),
+                                   for f in STACK_FIELDS}),
             baseline=Baseline(**{f: baseline.get(f) if baseline.get(f) is not None else _blank(f)
-                                 for f in BASELINE_VALUE_FIELDS}))
+                                 for f in BASELINE_STACK_FIELDS}))
 
     key = ("drift", baseline["id"], node.stack_key) if node.stack_key is not None else None
     if key is None:
@@ -132,7 +127,7 @@ def _drift_items(node, memo: dict) -> list[dict]:
 
 
 def _blank(field_name: str):
-    return [] if field_name in ("cuda_toolkits", "frameworks") else ""
+    return [] if field_name in STACK_LIST_FIELDS else ""
 
 
 def _drift_layer(field_name: str) -> str:

@@ -3,11 +3,12 @@
 from django.db.models import Q
 
 from fleet.inventory.choices import Layer
+from fleet.inventory.models import GPU
+from fleet.inventory.selectors import expected_gpu_count
 from fleet.telemetry.choices import EventKind, NvmlStatus
 
 from ..choices import Severity, TriageStep
 from .base import Observation, Param, gpu_subject, node_rule
-from .facts import normalize_bus_id
 
 _NVML_PROBLEMS = {
     NvmlStatus.LIBRARY_NOT_FOUND: (
@@ -39,16 +40,9 @@ def _nvml_unavailable(node, params, ctx):
                         values={"nvml_status": nvml, "nvml_message": message})]
 
 
-def _expected_gpu_count(node) -> int | None:
-    if node.expected_gpu_count:
-        return node.expected_gpu_count
-    if node.baseline and node.baseline.get("gpu_count"):
-        return node.baseline["gpu_count"]
-    return node.pool_gpus_per_node or None
-
-
 def _gpu_count_low(node, params, ctx):
-    expected = _expected_gpu_count(node)
+    expected = expected_gpu_count(declared=node.expected_gpu_count, baseline=(node.baseline or {}).get("gpu_count"),
+                                  pool=node.pool_gpus_per_node)
     if not expected or not node.nvml_ok:
         return None
     seen = node.status.get("gpu_count_seen")
@@ -70,7 +64,7 @@ def _gpu_lost(node, params, ctx):
     def add(subject, identity, bus_id, source, at=None, line=None):
         observation = lost.get(subject)
         if observation is None:
-            label = f"GPU {identity.index}" if identity else f"GPU at {normalize_bus_id(bus_id)}"
+            label = f"GPU {identity.index}" if identity else f"GPU at {GPU.normalize_bus_id(bus_id)}"
             observation = lost[subject] = Observation(
                 summary=f"{label} is lost (fallen off the bus or not responding)", subject=subject,
                 gpu_id=identity.id if identity else None,

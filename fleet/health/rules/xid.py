@@ -12,8 +12,10 @@ from datetime import timedelta
 
 from fleet.inventory.choices import Layer
 from fleet.telemetry.choices import EventKind
+from fleet_agent.xid import FATAL_XID_SUPPORT_THRESHOLD, REBOOTS_BEFORE_HARDWARE
 
 from ..choices import REBOOT_FIXABLE_ACTIONS, Severity, TriageStep, XidAction
+from ..xid_seed import xid_unknown_policy
 from .base import Observation, Param, node_rule
 
 ACTION_PHRASES = {
@@ -28,9 +30,7 @@ ACTION_PHRASES = {
 
 
 def unknown_policy(code: int) -> dict:
-    return {"code": code, "meaning": "unknown Xid", "severity": Severity.WARNING, "action": XidAction.WATCH,
-            "layer": Layer.HARDWARE, "known": False,
-            "escalation": "look the code up in NVIDIA's Xid catalog; repeated → run diagnostics"}
+    return {**xid_unknown_policy(code), "known": False}
 
 
 def policy_for(ctx, code: int) -> dict:
@@ -157,13 +157,14 @@ RULES = [
     node_rule(
         slug="xid_escalation", title="Xid escalation to hardware", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.HARDWARE, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=3600, check=_xid_escalation,
-        params=(Param("reboots_before_hardware", "integer", 2, "Reboots a reboot-fixable Xid may survive",
-                      minimum=1, maximum=10),
+        params=(Param("reboots_before_hardware", "integer", REBOOTS_BEFORE_HARDWARE,
+                      "Reboots a reboot-fixable Xid may survive", minimum=1, maximum=10),
                 Param("recurrence_window_s", "integer", 7 * 86400, "How far back recurring Xids are counted",
                       minimum=3600, maximum=30 * 86400),
-                Param("fatal_count", "integer", 5, "Fatal Xids on one GPU that escalate", minimum=2, maximum=100),
-                Param("fatal_window_s", "integer", 86400, "Window for the fatal count", minimum=600,
-                      maximum=7 * 86400)),
+                Param("fatal_count", "integer", FATAL_XID_SUPPORT_THRESHOLD[0], "Fatal Xids on one GPU that escalate",
+                      minimum=2, maximum=100),
+                Param("fatal_window_s", "integer", FATAL_XID_SUPPORT_THRESHOLD[1], "Window for the fatal count",
+                      minimum=600, maximum=7 * 86400)),
         description="The same reboot-fixable Xid returned after repeated reboots, or many fatal Xids in a day: "
                     "the GPU needs hardware service.",
         remedy="take the GPU out of service for hardware inspection (RMA, or a replaced instance)"),

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from django.utils import timezone
 
+from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS
 from fleet.inventory.models import GPU, Node
 from fleet.inventory.selectors import node_boundary, node_drift
 from fleet.telemetry.choices import EventKind
@@ -38,8 +39,7 @@ _GPU_STATUS_FIELDS = ["collected_at", "lost", "utilization_gpu_pct", "utilizatio
                       "retired_pages_pending", "remapped_rows_correctable", "remapped_rows_uncorrectable",
                       "remapped_rows_pending", "remapped_rows_failure", "pcie_gen_current", "pcie_gen_max",
                       "pcie_width_current", "pcie_width_max", "process_count", "process_memory_bytes", "processes"]
-_STACK_FIELDS = ["collected_at", "driver_version", "cuda_driver_version", "cuda_toolkits", "python_version",
-                 "frameworks", "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
+_STACK_FIELDS = ["collected_at", *STACK_FIELDS]
 
 
 def finding_payload(finding: Finding) -> dict:
@@ -96,9 +96,7 @@ def _stack(node: Node) -> dict:
     baseline = drift["baseline"]
     return {
         "current": {name: getattr(stack, name) for name in _STACK_FIELDS} if stack else None,
-        "baseline": ({"name": baseline.name, "driver_version": baseline.driver_version,
-                      "cuda_driver_version": baseline.cuda_driver_version, "cuda_toolkits": baseline.cuda_toolkits,
-                      "frameworks": baseline.frameworks, "os": baseline.os, "kernel": baseline.kernel,
+        "baseline": ({"name": baseline.name, **{name: getattr(baseline, name) for name in BASELINE_STACK_FIELDS},
                       "gpu_model": baseline.gpu_model, "gpu_memory_bytes": baseline.gpu_memory_bytes,
                       "gpu_count": baseline.gpu_count} if baseline else None),
         "drift": drift["drift"],

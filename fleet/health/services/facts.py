@@ -1,7 +1,7 @@
 """Bulk loading of everything the rules read, in a constant number of queries whatever the fleet size.
 
 Per call: nodes (with pool and current stack joined), node status, a per-node GPU aggregate, the distinct GPU
-kinds per node, GPU status rows that match some rule's prefilter, baselines, urgent events of the short window,
+kinds per node, GPU status rows that match some rule's prefilter, baselines, actionable events of the short window,
 Xid occurrences and reboots of the long window, and the identities of GPUs named by events. Nothing here is
 per node.
 """
@@ -15,8 +15,10 @@ from django.db.models import Avg, Case, Count, F, Max, Q, TextField, When
 from django.db.models.functions import Cast
 
 from fleet.billing.selectors import checkpoint_policy_for_nodes
-from fleet.inventory.models import GPU, Baseline, Node
-from fleet.telemetry.choices import EventKind
+from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS, STACK_LIST_FIELDS
+from fleet.inventory.models import GPU, Node
+from fleet.inventory.selectors import node_baselines
+from fleet.telemetry.choices import ACTIONABLE_EVENT_KINDS, EventKind
 from fleet.telemetry.models import ChangeLogEntry, Event, GPUStatus, NodeStatus
 
 from ..rules.facts import EventFact, GpuIdentity, NodeFacts, XidOccurrence
@@ -24,7 +26,6 @@ from ..rules.facts import EventFact, GpuIdentity, NodeFacts, XidOccurrence
 # ChangeLogEntry fields that mark a reboot: ingestion logs `boot_id` when the agent's boot id changes, and
 # remediation logs `reboot` when it reboots a node.
 REBOOT_CHANGE_FIELDS = ["boot_id", "reboot"]
-RULE_EVENT_KINDS = [EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE]
 
 NODE_STATUS_FIELDS = [
     "node_id", "received_at", "interval_s", "silent", "silent_since", "nvml_status", "nvml_message",
@@ -40,12 +41,8 @@ GPU_STATUS_FIELDS = [
     "remapped_rows_failure", "pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max",
     "process_count", "process_memory_bytes", "processes",
 ]
-STACK_FIELDS = ["driver_version", "cuda_driver_version", "cuda_toolkits", "python_version", "frameworks",
-                "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
-STACK_JSON_FIELDS = {"cuda_toolkits", "frameworks"}
-BASELINE_FIELDS = ["id", "name", "pool_id", "node_id", "driver_version", "cuda_driver_version", "cuda_toolkits",
-                   "frameworks", "container_runtime", "nvidia_container_toolkit", "os", "kernel", "gpu_model",
-                   "gpu_memory_bytes", "gpu_count"]
+BASELINE_FIELDS = ["id", "name", "pool_id", "node_id", *BASELINE_STACK_FIELDS, "gpu_model", "gpu_memory_bytes",
+                   "gpu_count"]
 _NODE_FIELDS = ["id", "hostname", "provider_id", "pool_id", "delivery_form", "billing_mode", "state",
                 "expected_gpu_count", "expected_gpu_model", "pool__gpus_per_node", "pool__gpu_model",
                 "current_stack_id"]
@@ -96,7 +93,7 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     """
     facts: dict[int, NodeFacts] = {}
     decode = _JsonCache()
-    stack_columns = {f"stack_{name}": _as_text(f"current_stack__{name}") if name in STACK_JSON_FIELDS
+    stack_columns = {f"stack_{name}": _as_text(f"current_stack__{name}") if name in STACK_LIST_FIELDS
                      else F(f"current_stack__{name}") for name in STACK_FIELDS}
     nodes = _scoped(Node.objects.order_by(), node_ids, "pk").annotate(**stack_columns)
     for row in nodes.values_list(*_NODE_FIELDS, *stack_columns):
@@ -108,7 +105,7 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
                          pool_gpus_per_node=pool_gpus, pool_gpu_model=pool_model or "")
         if stack_id is not None:
             node.stack_key = row[12:]
-            node.stack = {name: decode(value) if name in STACK_JSON_FIELDS else value
+            node.stack = {name: decode(value) if name in STACK_LIST_FIELDS else value
                           for name, value in zip(STACK_FIELDS, node.stack_key, strict=True)}
         facts[node_id] = node
     if not facts:
@@ -158,7 +155,7 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
                 node.gpus[row["gpu_id"]] = GpuIdentity(row["gpu_id"], row["gpu_index"], row["gpu_uuid"],
                                                        row["gpu_pci_bus_id"], row["gpu_model"], row["gpu_serial"])
 
-    _attach_baselines(facts, node_ids)
+    _attach_baselines(facts)
     _attach_checkpoint_policies(facts)
     _attach_events(facts, node_ids, now, windows)
     return facts
@@ -173,27 +170,16 @@ def _attach_checkpoint_policies(facts: dict[int, NodeFacts]) -> None:
             facts[node_id].checkpoint_max_age_s = max_age_s
 
 
-def _attach_baselines(facts: dict[int, NodeFacts], node_ids: list[int] | None) -> None:
-    baselines = Baseline.objects.order_by()
-    if node_ids is not None:
-        pools = {n.pool_id for n in facts.values() if n.pool_id is not None}
-        baselines = baselines.filter(Q(node_id__in=node_ids) | Q(pool_id__in=pools))
-    by_pool, by_node = {}, {}
-    for baseline in baselines.values(*BASELINE_FIELDS):
-        if baseline["node_id"] is not None:
-            by_node[baseline["node_id"]] = baseline
-        else:
-            by_pool[baseline["pool_id"]] = baseline
-    if not by_pool and not by_node:
-        return
-    for node in facts.values():
-        node.baseline = by_node.get(node.id) or by_pool.get(node.pool_id)
+def _attach_baselines(facts: dict[int, NodeFacts]) -> None:
+    baselines = node_baselines(nodes=[(n.id, n.pool_id) for n in facts.values()], fields=BASELINE_FIELDS)
+    for node_id, baseline in baselines.items():
+        facts[node_id].baseline = baseline
 
 
 def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now: datetime,
                    windows: FactWindows) -> None:
     events = (_scoped(Event.objects.order_by("at", "id"), node_ids)
-              .filter(kind__in=RULE_EVENT_KINDS, at__gte=now - timedelta(seconds=windows.events_s))
+              .filter(kind__in=ACTIONABLE_EVENT_KINDS, at__gte=now - timedelta(seconds=windows.events_s))
               .values_list("id", "node_id", "kind", "code", "severity", "at", "gpu_id", "pci_bus_id", "message",
                            "raw", "detail"))
     needs_identity: set[int] = set()

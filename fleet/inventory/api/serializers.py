@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from ..choices import Layer, Owner
+from ..choices import BASELINE_STACK_FIELDS, STACK_FIELDS, Layer, Owner
 from ..models import GPU, Baseline, BoundaryOverride, Node, Pool, Provider, Site, SoftwareStack
 
 
@@ -73,8 +73,7 @@ class GPUSerializer(serializers.ModelSerializer):
 class SoftwareStackSerializer(serializers.ModelSerializer):
     class Meta:
         model = SoftwareStack
-        fields = ["id", "node", "collected_at", "hash", "driver_version", "cuda_driver_version", "cuda_toolkits",
-                  "python_version", "frameworks", "container_runtime", "nvidia_container_toolkit", "os", "kernel"]
+        fields = ["id", "node", "collected_at", "hash", *STACK_FIELDS]
         read_only_fields = fields
 
 
@@ -90,9 +89,8 @@ class BaselineSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Baseline
-        fields = ["id", "name", "pool", "node", "driver_version", "cuda_driver_version", "cuda_toolkits",
-                  "frameworks", "container_runtime", "nvidia_container_toolkit", "os", "kernel", "gpu_model",
-                  "gpu_memory_bytes", "gpu_count", "updated_at"]
+        fields = ["id", "name", "pool", "node", *BASELINE_STACK_FIELDS, "gpu_model", "gpu_memory_bytes", "gpu_count",
+                  "updated_at"]
         read_only_fields = ["updated_at"]
 
     def validate(self, attrs):

@@ -23,10 +23,17 @@ from .. import metrics
 from ..authentication import IsNodeAgent, NodeCredentialAuthentication
 from ..models import ChangeLogEntry, EnrollmentToken, Event
 from ..selectors import SeriesError, fleet_summary, gpu_series, node_latest_status, node_series
-from ..services.enrollment import enrollment_token_create, enrollment_token_revoke, node_enroll
+from ..services.enrollment import (
+    enrollment_token_create,
+    enrollment_token_revoke,
+    node_enroll,
+    node_reenrollment_allow,
+    node_reenrollment_cancel,
+)
 from ..services.ingest import NodeMismatch, reports_ingest
 from ..validation import ReportInvalid, validate_batch
 from .filtersets import EventFilterSet
+from .parsers import StrictJSONParser
 from .serializers import (
     ChangeLogEntrySerializer,
     EnrollmentTokenCreatedSerializer,
@@ -36,6 +43,8 @@ from .serializers import (
     EventSerializer,
     FleetSummarySerializer,
     NodeStatusSerializer,
+    ReenrollmentAllowSerializer,
+    ReenrollmentApprovalSerializer,
     ReportAckSerializer,
     SeriesQuerySerializer,
     SeriesSerializer,
@@ -83,6 +92,7 @@ class EnrollView(APIView):
     authentication_classes: list = []
     permission_classes = [permissions.AllowAny]
     throttle_classes = [EnrollThrottle]
+    parser_classes = [StrictJSONParser]
 
     def get_authenticate_header(self, request):
         # A bad enrolment token is an authentication failure (401), not a permission one.
@@ -93,7 +103,8 @@ class EnrollView(APIView):
         serializer = EnrollRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         enrollment = node_enroll(token_key=serializer.validated_data["token"],
-                                 facts=serializer.validated_data["facts"])
+                                 facts=serializer.validated_data["facts"],
+                                 credential=serializer.validated_data.get("credential"))
         body = {"node_id": enrollment.node.pk, "credential": enrollment.credential,
                 "reports_url": "/api/v1/agent/reports", "interval_s": settings.FLEET_DEFAULT_REPORT_INTERVAL_S}
         return Response(body, status=status.HTTP_201_CREATED if enrollment.created else status.HTTP_200_OK)
@@ -128,6 +139,12 @@ def _read_body(request) -> bytes:
                 raise _TooLarge()
         except (zlib.error, gzip.BadGzipFile) as exc:
             raise ParseError(f"Body is not valid gzip: {exc}") from None
+        # One complete gzip member and nothing after it: a truncated stream or trailing bytes mean the body is
+        # not what the agent sent (the agent writes exactly one member).
+        if not decompressor.eof:
+            raise ParseError("Body is not valid gzip: the stream is truncated.")
+        if decompressor.unused_data:
+            raise ParseError("Body is not valid gzip: data after the end of the gzip stream.")
     if len(raw) > limit:
         raise _TooLarge()
     return raw
@@ -155,8 +172,10 @@ class ReportsView(APIView):
         started = time.perf_counter()
         now = timezone.now()
         try:
-            payload = orjson.loads(_read_body(request))
-            reports = validate_batch(payload, now=now)
+            raw = _read_body(request)
+            payload = orjson.loads(raw)
+            # A NUL can only arrive as the JSON escape, so without one the strings need no sanitising walk.
+            reports = validate_batch(payload, now=now, has_nul=b"\\u0000" in raw)
             result = reports_ingest(node_id=request.user.node_id, reports=reports, now=now)
         except _TooLarge:
             metrics.reports_rejected("too_large")
@@ -177,8 +196,12 @@ class ReportsView(APIView):
             metrics.reports_rejected("invalid")
             raise ValidationError({"reports": [str(exc)]}) from None
         metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
-        return Response({"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
-                         "accepted": result.accepted, "duplicates": result.duplicates})
+        body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
+                "accepted": result.accepted, "duplicates": result.duplicates}
+        if any(result.dropped.values()):
+            metrics.items_dropped(result.dropped)
+            body["dropped"] = result.dropped
+        return Response(body)
 
 
 class NodeTelemetryViewSet(viewsets.GenericViewSet):
@@ -208,6 +231,26 @@ class NodeTelemetryViewSet(viewsets.GenericViewSet):
     def changes(self, request, pk=None):
         rows = ChangeLogEntry.objects.filter(node=self.get_object())[:200]
         return Response(ChangeLogEntrySerializer(rows, many=True).data)
+
+    @extend_schema(methods=["POST"], request=ReenrollmentAllowSerializer,
+                   responses={201: ReenrollmentApprovalSerializer},
+                   description="Let this node's machine enrol again once, within the given minutes, without its "
+                               "current credential (a node that lost its disk). Operators.")
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None},
+                   description="Withdraw the open approvals to re-enrol this node. Operators.")
+    @action(detail=True, methods=["post", "delete"], url_path="allow-reenrollment", pagination_class=None,
+            filter_backends=[])
+    def allow_reenrollment(self, request, pk=None):
+        node = self.get_object()
+        if request.method == "DELETE":
+            node_reenrollment_cancel(node=node, actor=request.user)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        serializer = ReenrollmentAllowSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        minutes = serializer.validated_data.get("minutes") or settings.REENROLLMENT_APPROVAL_MINUTES
+        approval = node_reenrollment_allow(node=node, actor=request.user,
+                                           until=timezone.now() + timezone.timedelta(minutes=minutes))
+        return Response(ReenrollmentApprovalSerializer(approval).data, status=status.HTTP_201_CREATED)
 
 
 class GPUTelemetryViewSet(viewsets.GenericViewSet):

@@ -2,37 +2,32 @@
 
 from datetime import datetime
 
+from fleet.inventory.choices import STACK_COLUMNS, STACK_FIELD_LABELS, STACK_LIST_FIELDS
 from fleet.inventory.models import GPU, Node, SoftwareStack
 
 from ..models import ChangeLogEntry, NodeStatus
 
-_STACK_FIELDS = {
-    "driver_version": "driver", "cuda_driver_version": "CUDA (driver max)", "container_runtime": "container runtime",
-    "nvidia_container_toolkit": "NVIDIA container toolkit", "os": "OS", "kernel": "kernel",
-    "python_version": "Python",
-}
-
 
 def _stack_values(stack: dict) -> dict:
-    return {
-        "driver_version": stack.get("driver_version") or "",
-        "cuda_driver_version": stack.get("cuda_driver_version") or "",
-        "cuda_toolkits": sorted(stack.get("cuda_toolkits") or []),
-        "python_version": stack.get("python") or "",
-        "frameworks": stack.get("frameworks") or [],
-        "container_runtime": stack.get("container_runtime") or "",
-        "nvidia_container_toolkit": stack.get("nvidia_container_toolkit") or "",
-        "os": stack.get("os") or "",
-        "kernel": stack.get("kernel") or "",
-    }
+    """The reported stack as SoftwareStack columns: blanks for what the node could not read."""
+    values = {column: stack.get(field) or ([] if column in STACK_LIST_FIELDS else "")
+              for field, column in STACK_COLUMNS.items()}
+    values["cuda_toolkits"] = sorted(values["cuda_toolkits"])
+    return values
 
 
 def _framework_summary(frameworks: list[dict]) -> dict[str, str]:
     return {f.get("name", "?"): f"{f.get('version') or '?'} (CUDA {f.get('cuda') or '-'})" for f in frameworks}
 
 
-def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, int]:
-    """Upsert the node's GPUs and stack from `report["inventory"]`; return the uuid → GPU id map."""
+def inventory_apply(*, node_id: int, report: dict, now: datetime, refused: set[str] | frozenset = frozenset()
+                    ) -> dict[str, int]:
+    """Upsert the node's GPUs and stack from `report["inventory"]`; return the uuid → GPU id map.
+
+    GPUs in `refused` (uuids of other nodes, or past the node's GPU limit) are left out, and no GPU row ever
+    changes node here: the node's own rows are updated, new uuids inserted, a uuid that another node holds is not
+    touched even if it appeared after the caller checked.
+    """
     inventory = report["inventory"]
     changes: list[ChangeLogEntry] = []
 
@@ -46,7 +41,7 @@ def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, i
     upserts: list[GPU] = []
     for item in reported:
         uuid = item.get("uuid")
-        if not uuid:
+        if not uuid or uuid in refused:
             continue
         seen.add(uuid)
         old = existing.get(uuid)
@@ -66,10 +61,14 @@ def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, i
             pci_bus_id=item.get("pci_bus_id") or "", compute_capability=item.get("compute_capability") or "",
             present=True,
         ))
-    if upserts:
-        GPU.objects.bulk_create(upserts, update_conflicts=True, unique_fields=["uuid"],
-                                update_fields=["node", "index", "model", "memory_total_bytes", "serial", "pci_bus_id",
+    known = [g for g in upserts if g.uuid in existing]
+    if known:
+        GPU.objects.bulk_create(known, update_conflicts=True, unique_fields=["uuid"],
+                                update_fields=["index", "model", "memory_total_bytes", "serial", "pci_bus_id",
                                                "compute_capability", "present", "updated_at"])
+    new = [g for g in upserts if g.uuid not in existing]
+    if new:
+        GPU.objects.bulk_create(new, ignore_conflicts=True)
     gone = [g for uuid, g in existing.items() if uuid not in seen and g.present]
     if gone:
         GPU.objects.filter(pk__in=[g.pk for g in gone]).update(present=False, updated_at=now)
@@ -101,8 +100,8 @@ def _apply_stack(node_id: int, values: dict, now: datetime, change) -> None:
         before["cuda_toolkits"] = sorted(before["cuda_toolkits"] or [])
         if before == values:
             return
-        for name, label in _STACK_FIELDS.items():
-            if before[name] != values[name]:
+        for name, label in STACK_FIELD_LABELS.items():
+            if name not in STACK_LIST_FIELDS and before[name] != values[name]:
                 change(name, before[name] or None, values[name] or None,
                        f"{label} {before[name] or '—'} → {values[name] or '—'}")
         if before["cuda_toolkits"] != values["cuda_toolkits"]:

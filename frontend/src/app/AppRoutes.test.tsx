@@ -56,4 +56,16 @@ describe("session flow", () => {
     expect(await screen.findByText(/created by operators/)).toBeInTheDocument();
     expect(screen.queryByRole("button", { name: "Create token" })).toBeNull();
   });
+
+  it("gives every signed-in user, viewers too, the API tokens page in the navigation", async () => {
+    fakeApi({
+      "GET /api/v1/auth/session/": { authenticated: true, user: userWithRole("viewer") },
+      "GET /api/v1/tokens/": emptyPage,
+    });
+    const user = userEvent.setup();
+    renderApp("/no-such-page");
+    await user.click(await screen.findByRole("link", { name: "API tokens" }));
+    expect(await screen.findByRole("heading", { level: 1, name: "API tokens" })).toBeInTheDocument();
+    expect(screen.getByRole("button", { name: "Create token" })).toBeInTheDocument();
+  });
 });

@@ -4,6 +4,7 @@ import { EnrollPage } from "@/features/enrollment/components/EnrollPage";
 import { FindingsPage } from "@/features/findings/components/FindingsPage";
 import { NodesPage } from "@/features/nodes/components/NodesPage";
 import { RulesPage } from "@/features/rules/components/RulesPage";
+import { TokensPage } from "@/features/tokens/components/TokensPage";
 import { Layout } from "./Layout";
 import { RequireAuth } from "./RequireAuth";
 import { NodeDetailRoute } from "./routes/NodeDetailRoute";
@@ -22,6 +23,7 @@ export function AppRoutes() {
         <Route path="findings" element={<FindingsPage />} />
         <Route path="rules" element={<RulesPage />} />
         <Route path="enroll" element={<EnrollPage />} />
+        <Route path="tokens" element={<TokensPage />} />
         <Route path="*" element={<NotFoundRoute />} />
       </Route>
     </Routes>

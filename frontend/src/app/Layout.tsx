@@ -11,6 +11,7 @@ const NAV = [
   { to: "/findings", label: "nav.findings", end: false },
   { to: "/rules", label: "nav.rules", end: false },
   { to: "/enroll", label: "nav.enroll", end: false },
+  { to: "/tokens", label: "nav.tokens", end: false },
 ] as const;
 
 export function Layout() {

@@ -26,19 +26,22 @@ export function userWithRole(role: Role): Me {
   return { id: 1, username: `${role}-user`, email: "", role, is_superuser: false };
 }
 
-/** Stub fetch: each call is matched on "METHOD path" (query string ignored); unknown paths answer 404 HTML. */
+/** Stub fetch: each call is matched on "METHOD path" (query string ignored); unknown paths answer 404 HTML.
+ * The API client sends a Request; `headers` are keyed in lower case, as fetch's Headers are. */
 export function fakeApi(routes: Routes) {
   const calls: FakeRequest[] = [];
   const fetchMock = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
-    const url = new URL(String(input), "http://console.test");
-    const method = (init?.method ?? "GET").toUpperCase();
-    const headers = Object.fromEntries(Object.entries((init?.headers ?? {}) as Record<string, string>));
-    const request: FakeRequest = { method, url, headers, body: init?.body ? JSON.parse(String(init.body)) : undefined };
-    calls.push(request);
+    const request = input instanceof Request ? input : new Request(new URL(String(input), "http://console.test"), init);
+    const url = new URL(request.url);
+    const method = request.method.toUpperCase();
+    const headers = Object.fromEntries(request.headers.entries());
+    const text = await request.text();
+    const faked: FakeRequest = { method, url, headers, body: text ? JSON.parse(text) : undefined };
+    calls.push(faked);
     const key = `${method} ${url.pathname}`;
     if (!(key in routes)) return new Response("<h1>Not Found</h1>", { status: 404, headers: { "Content-Type": "text/html" } });
     const route = routes[key];
-    let result = typeof route === "function" ? (route as Handler)(request) : route;
+    let result = typeof route === "function" ? (route as Handler)(faked) : route;
     let status = 200;
     if (result && typeof result === "object" && REPLY in (result as object)) {
       status = (result as { status: number }).status;

@@ -1,25 +1,35 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { fakeApi, reply } from "@/testing/render";
-import { ApiError, api, asList, buildUrl } from "./client";
+import { ApiError, asList, client, onUnauthorized, serializeQuery, unwrap } from "./client";
 
 describe("api client", () => {
   it("builds query strings, repeating list values and dropping blanks", () => {
-    expect(buildUrl("nodes/", { page: 2, search: "", state: undefined, metric: ["a", "b"] })).toBe("/api/v1/nodes/?page=2&metric=a&metric=b");
+    expect(serializeQuery({ page: 2, search: "", state: undefined, silent: false, metric: ["a", "b"] }))
+      .toBe("page=2&silent=false&metric=a&metric=b");
+  });
+
+  it("sends typed path and query parameters to the schema's path", async () => {
+    const fake = fakeApi({ "GET /api/v1/nodes/7/series/": [] });
+    await unwrap(client.GET("/api/v1/nodes/{id}/series/", { params: { path: { id: 7 }, query: { metric: ["a", "b"], step: 60 } } }));
+    expect(fake.calls[0].url.pathname).toBe("/api/v1/nodes/7/series/");
+    expect(fake.calls[0].url.search).toBe("?metric=a&metric=b&step=60");
+    expect(fake.calls[0].headers.accept).toBe("application/json");
   });
 
   it("sends the CSRF cookie back on writes, never on reads", async () => {
     document.cookie = "csrftoken=abc123";
     const fake = fakeApi({ "GET /api/v1/me/": { id: 1 }, "POST /api/v1/tokens/": reply(201, { id: 2 }) });
-    await api.get("me/");
-    await api.post("tokens/", { name: "x" });
-    expect(fake.calls[0].headers["X-CSRFToken"]).toBeUndefined();
-    expect(fake.calls[1].headers["X-CSRFToken"]).toBe("abc123");
+    await unwrap(client.GET("/api/v1/me/"));
+    const created = await unwrap(client.POST("/api/v1/tokens/", { body: { name: "x" } }));
+    expect(created).toEqual({ id: 2 });
+    expect(fake.calls[0].headers["x-csrftoken"]).toBeUndefined();
+    expect(fake.calls[1].headers["x-csrftoken"]).toBe("abc123");
     expect(fake.calls[1].body).toEqual({ name: "x" });
   });
 
   it("turns the API's error shape into an ApiError with its fields", async () => {
     fakeApi({ "POST /api/v1/tokens/": reply(400, { error: { code: "invalid", message: "Bad name", fields: { name: ["Too long."] } } }) });
-    const error = await api.post("tokens/", {}).catch((e: ApiError) => e) as ApiError;
+    const error = await unwrap(client.POST("/api/v1/tokens/", { body: { name: "" } })).catch((e: ApiError) => e) as ApiError;
     expect(error).toBeInstanceOf(ApiError);
     expect(error).toMatchObject({ status: 400, code: "invalid", message: "Bad name", fields: { name: ["Too long."] } });
     expect(error.isNotAvailable).toBe(false);
@@ -27,11 +37,46 @@ describe("api client", () => {
 
   it("tells a missing endpoint (routing 404) from a missing object (API 404)", async () => {
     fakeApi({ "GET /api/v1/nodes/1/status/": reply(404, { error: { code: "not_found", message: "This node has not reported yet." } }) });
-    const missingObject = await api.get("nodes/1/status/").catch((e: ApiError) => e) as ApiError;
-    const missingEndpoint = await api.get("nodes/1/triage/").catch((e: ApiError) => e) as ApiError;
+    const missingObject = await unwrap(client.GET("/api/v1/nodes/{id}/status/", { params: { path: { id: 1 } } }))
+      .catch((e: ApiError) => e) as ApiError;
+    const missingEndpoint = await unwrap(client.GET("/api/v1/nodes/{node_id}/triage/", { params: { path: { node_id: 1 } } }))
+      .catch((e: ApiError) => e) as ApiError;
     expect(missingObject.isNotFound).toBe(true);
     expect(missingObject.isNotAvailable).toBe(false);
     expect(missingEndpoint.isNotAvailable).toBe(true);
+  });
+
+  it("tells the app when the session has expired", async () => {
+    fakeApi({ "GET /api/v1/me/": reply(401, { error: { code: "not_authenticated", message: "Log in." } }) });
+    const listener = vi.fn();
+    const stop = onUnauthorized(listener);
+    const error = await unwrap(client.GET("/api/v1/me/")).catch((e: ApiError) => e) as ApiError;
+    stop();
+    expect(error).toMatchObject({ status: 401, code: "not_authenticated" });
+    expect(listener).toHaveBeenCalledTimes(1);
+  });
+
+  it("reports a network failure as an ApiError and lets an abort through", async () => {
+    vi.stubGlobal("fetch", vi.fn(async () => { throw new TypeError("Failed to fetch"); }));
+    const error = await unwrap(client.GET("/api/v1/me/")).catch((e: ApiError) => e) as ApiError;
+    expect(error).toMatchObject({ status: 0, code: "network", message: "Failed to fetch" });
+
+    vi.stubGlobal("fetch", vi.fn(async () => { throw new DOMException("The operation was aborted.", "AbortError"); }));
+    const aborted = await unwrap(client.GET("/api/v1/me/")).catch((e: Error) => e) as Error;
+    expect(aborted).not.toBeInstanceOf(ApiError);
+    expect(aborted.name).toBe("AbortError");
+  });
+
+  it("answers 204 with no data", async () => {
+    fakeApi({ "DELETE /api/v1/auth/session/": reply(204) });
+    await expect(unwrap(client.DELETE("/api/v1/auth/session/"))).resolves.toBeUndefined();
+  });
+
+  it("refuses a success that is not JSON (a proxy's HTML page) with an ApiError", async () => {
+    vi.stubGlobal("fetch", vi.fn(async () => new Response("<html></html>", { status: 200, headers: { "Content-Type": "text/html" } })));
+    const error = await unwrap(client.GET("/api/v1/me/")).catch((e: ApiError) => e) as ApiError;
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error.code).toBe("unexpected_response");
   });
 
   it("accepts plain lists and pages alike", () => {

@@ -1,7 +1,18 @@
-// The one API client: same-origin session cookies, the CSRF header on writes, one error shape.
-// Every feature's endpoint file calls `api.get/post/patch/delete`; nothing else calls fetch.
+// The one API client: openapi-fetch over the generated `paths`, so every path, path parameter, query
+// parameter, request body and response is typed by the server's OpenAPI schema. The shared behaviour lives
+// in middleware: same-origin cookies, the CSRF header on writes, one ApiError for every failure, and the
+// session-expiry signal on 401. Nothing else in the console calls fetch.
+import createClient, { type Middleware } from "openapi-fetch";
+import type { components, paths } from "./schema";
 
 export const API_BASE = "/api/v1";
+
+/** Short names for the schema's components; never hand-copy a payload type, alias it from here. */
+export type Schemas = components["schemas"];
+
+/** The query parameters a GET path takes, from the schema (a list filter's parameters, for instance). */
+export type QueryOf<P extends keyof paths> = paths[P] extends { get: { parameters: { query?: infer Q } } }
+  ? NonNullable<Q> : never;
 
 export interface ApiErrorBody {
   error?: { code?: string; message?: string; fields?: Record<string, string[] | string> };
@@ -36,20 +47,18 @@ export class ApiError extends Error {
   }
 }
 
-export type QueryValue = string | number | boolean | null | undefined | Array<string | number>;
-export type Query = Record<string, QueryValue>;
+export type QueryValue = string | number | boolean | null | undefined | ReadonlyArray<string | number | boolean>;
 
-export function buildUrl(path: string, query?: Query): string {
-  const url = path.startsWith("/") ? path : `${API_BASE}/${path}`;
-  if (!query) return url;
+/** Blank values are left out (an empty filter means "no filter"); lists repeat the key (`metric=a&metric=b`),
+ * which is how django-filter and the series endpoints read them. */
+export function serializeQuery(query: Record<string, unknown> | undefined): string {
   const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(query)) {
+  for (const [key, value] of Object.entries(query ?? {}) as Array<[string, QueryValue]>) {
     if (value === undefined || value === null || value === "") continue;
     if (Array.isArray(value)) value.forEach((item) => params.append(key, String(item)));
     else params.append(key, String(value));
   }
-  const text = params.toString();
-  return text ? `${url}?${text}` : url;
+  return params.toString();
 }
 
 export function readCookie(name: string): string | null {
@@ -71,13 +80,9 @@ function normaliseFields(fields: unknown): Record<string, string[]> {
 }
 
 async function toApiError(response: Response): Promise<ApiError> {
-  let body: ApiErrorBody | null = null;
-  try {
-    body = (await response.json()) as ApiErrorBody;
-  } catch {
-    body = null;
-  }
-  const message = body?.error?.message ?? body?.detail ?? response.statusText ?? `HTTP ${response.status}`;
+  // Not every error is the API's JSON (a proxy's 502 page, Django's routing 404): then there is no body.
+  const body = (await response.clone().json().catch(() => null)) as ApiErrorBody | null;
+  const message = body?.error?.message ?? body?.detail ?? (response.statusText || `HTTP ${response.status}`);
   return new ApiError(response.status, body?.error?.code ?? `http_${response.status}`, message,
     normaliseFields(body?.error?.fields), Boolean(body?.error || body?.detail));
 }
@@ -91,43 +96,61 @@ export function onUnauthorized(listener: UnauthorizedListener): () => void {
   return () => unauthorizedListeners.delete(listener);
 }
 
-async function request<T>(method: string, path: string, options: { query?: Query; body?: unknown; signal?: AbortSignal } = {}): Promise<T> {
-  const headers: Record<string, string> = { Accept: "application/json" };
-  if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET" && method !== "HEAD") {
-    const csrf = readCookie("csrftoken");
-    if (csrf) headers["X-CSRFToken"] = csrf;
-  }
-  let response: Response;
-  try {
-    response = await fetch(buildUrl(path, options.query), {
-      method,
-      headers,
-      credentials: "same-origin",
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
-      signal: options.signal,
-    });
-  } catch (error) {
-    if ((error as Error)?.name === "AbortError") throw error;
-    throw new ApiError(0, "network", (error as Error)?.message || "Network error");
-  }
-  if (!response.ok) {
-    const error = await toApiError(response);
-    if (response.status === 401) unauthorizedListeners.forEach((listener) => listener());
-    throw error;
-  }
-  if (response.status === 204) return undefined as T;
-  const type = response.headers.get("Content-Type") ?? "";
-  if (!type.includes("json")) return (await response.text()) as T;
-  return (await response.json()) as T;
-}
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
-export const api = {
-  get: <T>(path: string, query?: Query, signal?: AbortSignal) => request<T>("GET", path, { query, signal }),
-  post: <T>(path: string, body?: unknown) => request<T>("POST", path, { body: body ?? {} }),
-  patch: <T>(path: string, body: unknown) => request<T>("PATCH", path, { body }),
-  delete: <T = void>(path: string) => request<T>("DELETE", path),
+/** Django's CSRF check: writes echo the csrftoken cookie (set by GET /auth/session/) in a header. */
+const csrfMiddleware: Middleware = {
+  onRequest({ request }) {
+    if (SAFE_METHODS.has(request.method)) return undefined;
+    const csrf = readCookie("csrftoken");
+    if (csrf) request.headers.set("X-CSRFToken", csrf);
+    return request;
+  },
 };
+
+/** Every failure becomes an ApiError thrown from the call, so a resolved call always carries its data and
+ * TanStack Query sees one error type. A 401 also tells the app that the session is gone. */
+const errorMiddleware: Middleware = {
+  async onResponse({ response }) {
+    if (!response.ok) {
+      const error = await toApiError(response);
+      if (response.status === 401) unauthorizedListeners.forEach((listener) => listener());
+      throw error;
+    }
+    const type = response.headers.get("Content-Type") ?? "";
+    if (response.status !== 204 && response.headers.get("Content-Length") !== "0" && !type.includes("json")) {
+      // A proxy's or a login page's HTML is not this API answering; say so instead of a JSON SyntaxError.
+      throw new ApiError(response.status, "unexpected_response", `Expected JSON, got ${type || "no content type"}`);
+    }
+    return undefined;
+  },
+  onError({ error }) {
+    if ((error as Error)?.name === "AbortError") return undefined;
+    return new ApiError(0, "network", (error as Error)?.message || "Network error");
+  },
+};
+
+// openapi-fetch builds a Request, which needs an absolute URL outside the browser (tests); in the browser
+// this is the page's own origin, so the console stays same-origin.
+const origin = typeof window !== "undefined" && window.location?.origin && window.location.origin !== "null"
+  ? window.location.origin : "http://localhost";
+
+export const client = createClient<paths>({
+  baseUrl: origin,
+  credentials: "same-origin",
+  headers: { Accept: "application/json" },
+  querySerializer: serializeQuery,
+  // Looked up per call, not captured once, so a stubbed fetch (tests) is honoured.
+  fetch: (request: Request) => globalThis.fetch(request),
+});
+client.use(csrfMiddleware, errorMiddleware);
+
+/** openapi-fetch answers `{data}` or `{error}`; the middleware has already thrown for every error, so
+ * this only narrows the union to the data. Use it around every call: `unwrap(client.GET(...))`. */
+export async function unwrap<T>(call: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
+  const { data } = await call;
+  return data as T;
+}
 
 export interface Page<T> {
   count: number;

@@ -1,14 +1,14 @@
 // Reference data many pages filter by: providers and pools (small lists, cached for a minute).
 import { useQuery } from "@tanstack/react-query";
-import { api, asList, type Page } from "./client";
+import { asList, client, unwrap } from "./client";
 import type { Pool, Provider } from "./types";
 
 export function getProviders(): Promise<Provider[]> {
-  return api.get<Page<Provider>>("providers/", { page_size: 500 }).then(asList);
+  return unwrap(client.GET("/api/v1/providers/", { params: { query: { page_size: 500 } } })).then(asList);
 }
 
 export function getPools(): Promise<Pool[]> {
-  return api.get<Page<Pool>>("pools/", { page_size: 500 }).then(asList);
+  return unwrap(client.GET("/api/v1/pools/", { params: { query: { page_size: 500 } } })).then(asList);
 }
 
 export function useProviders() {

@@ -655,6 +655,24 @@ export interface paths {
         patch: operations["v1_nodes_partial_update"];
         trace?: never;
     };
+    "/api/v1/nodes/{id}/allow-reenrollment/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Let this node's machine enrol again once, within the given minutes, without its current credential (a node that lost its disk). Operators. */
+        post: operations["v1_nodes_allow_reenrollment_create"];
+        /** @description Withdraw the open approvals to re-enrol this node. Operators. */
+        delete: operations["v1_nodes_allow_reenrollment_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/nodes/{id}/billing/": {
         parameters: {
             query?: never;
@@ -1363,7 +1381,6 @@ export interface components {
             gpu_model?: string;
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
-            /** Format: int64 */
             gpu_count?: number | null;
             /** Format: date-time */
             readonly updated_at: string;
@@ -1388,7 +1405,6 @@ export interface components {
             gpu_model?: string;
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
-            /** Format: int64 */
             gpu_count?: number | null;
         };
         /**
@@ -1540,7 +1556,6 @@ export interface components {
             readonly id: number;
             pool: number;
             readonly pool_name: string;
-            /** Format: int64 */
             max_checkpoint_age_s: number;
             /** @description Off: spot nodes only (they can vanish at any time). On: every node of the pool. */
             applies_to_all_billing_modes?: boolean;
@@ -1550,7 +1565,6 @@ export interface components {
         };
         CheckpointPolicyRequest: {
             pool: number;
-            /** Format: int64 */
             max_checkpoint_age_s: number;
             /** @description Off: spot nodes only (they can vanish at any time). On: every node of the pool. */
             applies_to_all_billing_modes?: boolean;
@@ -1667,6 +1681,14 @@ export interface components {
             expected: unknown;
             actual: unknown;
         };
+        Dropped: {
+            /** @description Events over AGENT_MAX_EVENTS_PER_REPORT / _PER_BATCH */
+            events: number;
+            /** @description New GPUs over AGENT_MAX_GPUS_PER_NODE */
+            gpus: number;
+            /** @description GPU uuids that belong to another node */
+            gpu_uuid_conflicts: number;
+        };
         EnrollCloudRequest: {
             provider?: string | null;
             instance_id?: string | null;
@@ -1685,6 +1707,8 @@ export interface components {
         };
         EnrollRequestRequest: {
             token: string;
+            /** @description The node's current credential, when it has one: re-enrolling a known machine needs it (or an operator's approval). */
+            credential?: string | null;
             facts: components["schemas"]["EnrollFactsRequest"];
         };
         EnrollResponse: {
@@ -1762,10 +1786,7 @@ export interface components {
             readonly gpu_index: number;
             readonly gpu_uuid: string;
             kind: components["schemas"]["EventKindEnum"];
-            /**
-             * Format: int64
-             * @description Xid / SXid number
-             */
+            /** @description Xid / SXid number */
             code?: number | null;
             severity?: components["schemas"]["SeverityEnum"];
             /**
@@ -1789,9 +1810,10 @@ export interface components {
          *     * `rebalance` - Rebalance recommendation
          *     * `maintenance` - Maintenance event
          *     * `agent_error` - Agent error
+         *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
          * @enum {string}
          */
-        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error";
+        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error" | "gpu_uuid_conflict";
         ExpiringTerm: {
             plan_id: number;
             scope: components["schemas"]["ScopeEnum"];
@@ -1960,7 +1982,6 @@ export interface components {
             power_draw_w?: number | null;
             /** Format: double */
             power_limit_w?: number | null;
-            /** Format: int64 */
             sm_clock_mhz?: number | null;
             /** Format: int64 */
             clock_event_reasons_mask?: number | null;
@@ -1982,15 +2003,10 @@ export interface components {
             remapped_rows_uncorrectable?: number | null;
             remapped_rows_pending?: boolean | null;
             remapped_rows_failure?: boolean | null;
-            /** Format: int64 */
             pcie_gen_current?: number | null;
-            /** Format: int64 */
             pcie_gen_max?: number | null;
-            /** Format: int64 */
             pcie_width_current?: number | null;
-            /** Format: int64 */
             pcie_width_max?: number | null;
-            /** Format: int64 */
             process_count?: number;
             /** Format: int64 */
             process_memory_bytes?: number;
@@ -2047,7 +2063,6 @@ export interface components {
             readonly pool_name: string;
             delivery_form: components["schemas"]["DeliveryFormEnum"];
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /** Format: int64 */
             expected_gpu_count?: number;
             expected_gpu_model?: string;
             state?: components["schemas"]["NodeStateEnum"];
@@ -2150,7 +2165,6 @@ export interface components {
             pool?: number | null;
             delivery_form: components["schemas"]["DeliveryFormEnum"];
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /** Format: int64 */
             expected_gpu_count?: number;
             expected_gpu_model?: string;
             state?: components["schemas"]["NodeStateEnum"];
@@ -2182,14 +2196,12 @@ export interface components {
             sequence: number;
             agent_instance_id: string;
             agent_version?: string;
-            /** Format: int64 */
             interval_s?: number;
             silent?: boolean;
             /** Format: date-time */
             silent_since?: string | null;
             nvml_status?: components["schemas"]["NvmlStatusEnum"];
             nvml_message?: string;
-            /** Format: int64 */
             gpu_count_seen?: number | null;
             lost_gpus?: unknown;
             /** Format: double */
@@ -2221,6 +2233,8 @@ export interface components {
             checkpoint_age_s?: number | null;
             checkpoint?: unknown;
             inventory_hash?: string;
+            /** @description From the last inventory; a change is a reboot */
+            boot_id?: string;
         };
         /** @enum {unknown} */
         NullEnum: null;
@@ -2575,7 +2589,6 @@ export interface components {
             gpu_model?: string;
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
-            /** Format: int64 */
             gpu_count?: number | null;
         };
         PatchedBillingPlanRequest: {
@@ -2629,7 +2642,6 @@ export interface components {
         };
         PatchedCheckpointPolicyRequest: {
             pool?: number;
-            /** Format: int64 */
             max_checkpoint_age_s?: number;
             /** @description Off: spot nodes only (they can vanish at any time). On: every node of the pool. */
             applies_to_all_billing_modes?: boolean;
@@ -2666,7 +2678,6 @@ export interface components {
             pool?: number | null;
             delivery_form?: components["schemas"]["DeliveryFormEnum"];
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /** Format: int64 */
             expected_gpu_count?: number;
             expected_gpu_model?: string;
             state?: components["schemas"]["NodeStateEnum"];
@@ -2686,9 +2697,7 @@ export interface components {
             /** @description Cloud instance type or server model */
             instance_type?: string;
             gpu_model?: string;
-            /** Format: int64 */
             gpus_per_node?: number | null;
-            /** Format: int64 */
             max_concurrent_replacements?: number;
         };
         PatchedPriceListEntryRequest: {
@@ -2696,10 +2705,7 @@ export interface components {
             /** @description Cloud instance type or bare-metal server model */
             instance_type?: string;
             billing_mode?: components["schemas"]["BillingModeEnum"];
-            /**
-             * Format: int64
-             * @description Reserved only: 12, 36 …; 0 otherwise
-             */
+            /** @description Reserved only: 12, 36 …; 0 otherwise */
             term_months?: number;
             /**
              * Format: decimal
@@ -2714,10 +2720,7 @@ export interface components {
             upfront_cost?: string;
             /** @description ISO 4217 code, e.g. USD, EUR, CNY */
             currency?: string;
-            /**
-             * Format: int64
-             * @description GPUs in one node of this type
-             */
+            /** @description GPUs in one node of this type */
             gpu_count?: number | null;
             note?: string;
         };
@@ -2821,9 +2824,7 @@ export interface components {
             /** @description Cloud instance type or server model */
             instance_type?: string;
             gpu_model?: string;
-            /** Format: int64 */
             gpus_per_node?: number | null;
-            /** Format: int64 */
             max_concurrent_replacements?: number;
             readonly node_count: number;
             /** Format: date-time */
@@ -2838,9 +2839,7 @@ export interface components {
             /** @description Cloud instance type or server model */
             instance_type?: string;
             gpu_model?: string;
-            /** Format: int64 */
             gpus_per_node?: number | null;
-            /** Format: int64 */
             max_concurrent_replacements?: number;
         };
         PoolWhatIf: {
@@ -2877,7 +2876,7 @@ export interface components {
             readonly site_name: string;
             readonly instance_type: string;
             readonly billing_mode: components["schemas"]["BillingModeEnum"];
-            readonly source: components["schemas"]["SourceEnum"];
+            readonly source: components["schemas"]["PreemptionSourceEnum"];
             /**
              * Format: date-time
              * @description When the node was (or will be) taken away
@@ -2921,6 +2920,13 @@ export interface components {
             /** Format: date-time */
             readonly created_at: string;
         };
+        /**
+         * @description * `agent_notice` - Agent saw the cloud's notice
+         *     * `cloud_reclaim` - Reclaim confirmed: notice, then the node went silent
+         *     * `operator` - Marked by an operator
+         * @enum {string}
+         */
+        PreemptionSourceEnum: "agent_notice" | "cloud_reclaim" | "operator";
         PriceListEntry: {
             readonly id: number;
             provider: number;
@@ -2928,10 +2934,7 @@ export interface components {
             /** @description Cloud instance type or bare-metal server model */
             instance_type: string;
             billing_mode: components["schemas"]["BillingModeEnum"];
-            /**
-             * Format: int64
-             * @description Reserved only: 12, 36 …; 0 otherwise
-             */
+            /** @description Reserved only: 12, 36 …; 0 otherwise */
             term_months?: number;
             /**
              * Format: decimal
@@ -2946,10 +2949,7 @@ export interface components {
             upfront_cost?: string;
             /** @description ISO 4217 code, e.g. USD, EUR, CNY */
             currency: string;
-            /**
-             * Format: int64
-             * @description GPUs in one node of this type
-             */
+            /** @description GPUs in one node of this type */
             gpu_count?: number | null;
             note?: string;
             /** Format: date-time */
@@ -2960,10 +2960,7 @@ export interface components {
             /** @description Cloud instance type or bare-metal server model */
             instance_type: string;
             billing_mode: components["schemas"]["BillingModeEnum"];
-            /**
-             * Format: int64
-             * @description Reserved only: 12, 36 …; 0 otherwise
-             */
+            /** @description Reserved only: 12, 36 …; 0 otherwise */
             term_months?: number;
             /**
              * Format: decimal
@@ -2978,10 +2975,7 @@ export interface components {
             upfront_cost?: string;
             /** @description ISO 4217 code, e.g. USD, EUR, CNY */
             currency: string;
-            /**
-             * Format: int64
-             * @description GPUs in one node of this type
-             */
+            /** @description GPUs in one node of this type */
             gpu_count?: number | null;
             note?: string;
         };
@@ -3058,11 +3052,30 @@ export interface components {
             /** Format: decimal */
             lost_gpu_hours: string;
         };
+        ReenrollmentAllowRequest: {
+            /** @description How long the approval lasts (default REENROLLMENT_APPROVAL_MINUTES). */
+            minutes?: number;
+        };
+        ReenrollmentApproval: {
+            readonly id: number;
+            readonly node: number;
+            readonly approved_by: number | null;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly expires_at: string;
+            /** Format: date-time */
+            readonly used_at: string | null;
+            /** Format: date-time */
+            readonly cancelled_at: string | null;
+        };
         ReportAck: {
             acked_sequence: number;
             agent_instance_id: string;
             accepted: number;
             duplicates: number;
+            /** @description Present when stored reports lost some of their content. */
+            dropped?: components["schemas"]["Dropped"];
         };
         /**
          * @description * `viewer` - Viewer
@@ -3216,13 +3229,6 @@ export interface components {
             readonly os: string;
             readonly kernel: string;
         };
-        /**
-         * @description * `agent_notice` - Agent saw the cloud's notice
-         *     * `cloud_reclaim` - Reclaim confirmed: notice, then the node went silent
-         *     * `operator` - Marked by an operator
-         * @enum {string}
-         */
-        SourceEnum: "agent_notice" | "cloud_reclaim" | "operator";
         /**
          * @description * `passed` - Passed
          *     * `failed` - Failed
@@ -3388,8 +3394,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EnrollRequestRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["EnrollRequestRequest"];
-                "multipart/form-data": components["schemas"]["EnrollRequestRequest"];
             };
         };
         responses: {
@@ -4639,8 +4643,9 @@ export interface operations {
                  *     * `rebalance` - Rebalance recommendation
                  *     * `maintenance` - Maintenance event
                  *     * `agent_error` - Agent error
+                 *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
                  */
-                kind?: ("aer" | "agent_error" | "gpu_lost" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
+                kind?: ("aer" | "agent_error" | "gpu_lost" | "gpu_uuid_conflict" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
                 node?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
@@ -5292,6 +5297,55 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Node"];
                 };
+            };
+        };
+    };
+    v1_nodes_allow_reenrollment_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this node. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ReenrollmentAllowRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ReenrollmentAllowRequest"];
+                "multipart/form-data": components["schemas"]["ReenrollmentAllowRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReenrollmentApproval"];
+                };
+            };
+        };
+    };
+    v1_nodes_allow_reenrollment_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this node. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -1,8 +1,8 @@
 // Short names for the schema's components. The types themselves come from the OpenAPI schema
 // (`npm run gen:api` regenerates schema.d.ts from the server); never hand-copy a payload type.
-import type { components } from "./schema";
+import type { Schemas } from "./client";
 
-export type Schemas = components["schemas"];
+export type { Schemas };
 export type Node = Schemas["Node"];
 export type GPU = Schemas["GPU"];
 export type Provider = Schemas["Provider"];

@@ -1,13 +1,13 @@
 // The console's session: who is logged in and with which role. Shared because every feature gates on it.
 import { useQuery, type QueryClient } from "@tanstack/react-query";
-import { api } from "@/shared/api/client";
+import { client, unwrap } from "@/shared/api/client";
 import type { Me, Session } from "@/shared/api/types";
 
 export const SESSION_PATH = "/api/v1/auth/session/";
 export const sessionQueryKey = ["auth", "session"] as const;
 
 export function getSession(): Promise<Session> {
-  return api.get<Session>(SESSION_PATH);
+  return unwrap(client.GET(SESSION_PATH));
 }
 
 export function useSession() {
@@ -26,6 +26,6 @@ export function useCurrentUser(): Me | null {
   return data?.authenticated ? (data.user ?? null) : null;
 }
 
-export function markLoggedOut(client: QueryClient): void {
-  client.setQueryData<Session>(sessionQueryKey, { authenticated: false, user: null });
+export function markLoggedOut(queryClient: QueryClient): void {
+  queryClient.setQueryData<Session>(sessionQueryKey, { authenticated: false, user: null });
 }

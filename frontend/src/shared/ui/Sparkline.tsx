@@ -35,7 +35,12 @@ export function Sparkline({ points, label, width = 160, height = 36, min, max, c
   const container = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const latest = useRef(points);
-  latest.current = points;
+
+  // Declared before the effect that builds the plot, so a rebuild (new size) draws the newest points.
+  useEffect(() => {
+    latest.current = points;
+    plot.current?.setData(toData(points));
+  }, [points]);
 
   useEffect(() => {
     const element = container.current;
@@ -60,10 +65,6 @@ export function Sparkline({ points, label, width = 160, height = 36, min, max, c
       plot.current = null;
     };
   }, [width, height, min, max, color]);
-
-  useEffect(() => {
-    plot.current?.setData(toData(points));
-  }, [points]);
 
   return <div className="sparkline" ref={container} role="img" aria-label={label} style={{ width, height }} />;
 }

@@ -1,5 +1,5 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { api } from "@/shared/api/client";
+import { client, unwrap } from "@/shared/api/client";
 import type { Schemas, Session } from "@/shared/api/types";
 import { SESSION_PATH, getSession, sessionQueryKey } from "@/shared/auth/session";
 
@@ -8,16 +8,16 @@ export type LoginInput = Schemas["LoginRequest"];
 export async function login(input: LoginInput): Promise<Session> {
   // GET first so Django has set the csrftoken cookie this POST must echo.
   await getSession();
-  return api.post<Session>(SESSION_PATH, input);
+  return unwrap(client.POST(SESSION_PATH, { body: input }));
 }
 
 export function useLogin() {
-  const client = useQueryClient();
+  const queryClient = useQueryClient();
   return useMutation({
     mutationFn: login,
     onSuccess: (session) => {
-      client.clear();
-      client.setQueryData(sessionQueryKey, session);
+      queryClient.clear();
+      queryClient.setQueryData(sessionQueryKey, session);
     },
   });
 }

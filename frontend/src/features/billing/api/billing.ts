@@ -1,9 +1,9 @@
 import { useQuery } from "@tanstack/react-query";
-import { api } from "@/shared/api/client";
+import { client, unwrap } from "@/shared/api/client";
 import type { CostReport, NodeBilling } from "../types/billing";
 
 export function getNodeBilling(nodeId: number): Promise<NodeBilling> {
-  return api.get<NodeBilling>(`nodes/${nodeId}/billing/`);
+  return unwrap(client.GET("/api/v1/nodes/{id}/billing/", { params: { path: { id: nodeId } } }));
 }
 
 export function useNodeBilling(nodeId: number) {
@@ -11,7 +11,7 @@ export function useNodeBilling(nodeId: number) {
 }
 
 export function getCostReport(): Promise<CostReport> {
-  return api.get<CostReport>("cost-report/");
+  return unwrap(client.GET("/api/v1/cost-report/"));
 }
 
 export function useCostReport() {

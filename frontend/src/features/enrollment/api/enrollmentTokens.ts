@@ -1,9 +1,9 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { api, asList, type Page } from "@/shared/api/client";
+import { asList, client, unwrap } from "@/shared/api/client";
 import type { EnrollmentToken, EnrollmentTokenCreated, EnrollmentTokenInput } from "../types/tokens";
 
 export function getEnrollmentTokens(): Promise<EnrollmentToken[]> {
-  return api.get<EnrollmentToken[] | Page<EnrollmentToken>>("enrollment-tokens/", { page_size: 100 }).then(asList);
+  return unwrap(client.GET("/api/v1/enrollment-tokens/", { params: { query: { page_size: 100 } } })).then(asList);
 }
 
 export function useEnrollmentTokens(enabled = true) {
@@ -11,25 +11,25 @@ export function useEnrollmentTokens(enabled = true) {
 }
 
 export function createEnrollmentToken(input: EnrollmentTokenInput): Promise<EnrollmentTokenCreated> {
-  return api.post<EnrollmentTokenCreated>("enrollment-tokens/", input);
+  return unwrap(client.POST("/api/v1/enrollment-tokens/", { body: input }));
 }
 
 export function useCreateEnrollmentToken() {
-  const client = useQueryClient();
+  const queryClient = useQueryClient();
   return useMutation({
     mutationFn: createEnrollmentToken,
-    onSuccess: () => void client.invalidateQueries({ queryKey: ["enrollment-tokens"] }),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ["enrollment-tokens"] }),
   });
 }
 
 export function revokeEnrollmentToken(id: number): Promise<EnrollmentToken> {
-  return api.post<EnrollmentToken>(`enrollment-tokens/${id}/revoke/`);
+  return unwrap(client.POST("/api/v1/enrollment-tokens/{id}/revoke/", { params: { path: { id } } }));
 }
 
 export function useRevokeEnrollmentToken() {
-  const client = useQueryClient();
+  const queryClient = useQueryClient();
   return useMutation({
     mutationFn: revokeEnrollmentToken,
-    onSuccess: () => void client.invalidateQueries({ queryKey: ["enrollment-tokens"] }),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ["enrollment-tokens"] }),
   });
 }

@@ -9,15 +9,11 @@ import { BILLING_MODES, DELIVERY_FORMS } from "@/shared/lib/domain";
 import { formatDateTime } from "@/shared/lib/format";
 import { Badge } from "@/shared/ui/Badge";
 import { CopyButton } from "@/shared/ui/CopyButton";
+import { FieldError } from "@/shared/ui/FieldError";
 import { Panel } from "@/shared/ui/Panel";
 import { QueryState } from "@/shared/ui/QueryState";
 import { useCreateEnrollmentToken, useEnrollmentTokens, useRevokeEnrollmentToken } from "../api/enrollmentTokens";
 import type { EnrollmentTokenCreated } from "../types/tokens";
-
-function FieldError({ errors }: { errors?: string[] }) {
-  if (!errors?.length) return null;
-  return <span className="field__error" role="alert">{errors.join(" ")}</span>;
-}
 
 export function CreatedToken({ token }: { token: EnrollmentTokenCreated }) {
   const { t } = useTranslation();

@@ -1,23 +1,11 @@
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
-import { api, type Page } from "@/shared/api/client";
+import { client, unwrap, type Page, type QueryOf } from "@/shared/api/client";
 import type { Finding } from "../types/findings";
 
-export interface FindingListParams {
-  page?: number;
-  page_size?: number;
-  node?: number | string;
-  pool?: string;
-  severity?: string;
-  step?: string;
-  layer?: string;
-  responsible_party?: string;
-  state?: string;
-  search?: string;
-  ordering?: string;
-}
+export type FindingListParams = QueryOf<"/api/v1/findings/">;
 
 export function getFindings(params: FindingListParams): Promise<Page<Finding>> {
-  return api.get<Page<Finding> | Finding[]>("findings/", { ...params }).then((data) =>
+  return unwrap(client.GET("/api/v1/findings/", { params: { query: params } })).then((data: Page<Finding> | Finding[]) =>
     Array.isArray(data) ? { count: data.length, results: data } : data,
   );
 }
@@ -32,5 +20,5 @@ export function useFindings(params: FindingListParams) {
 
 /** A node's active findings, for its boundary matrix. */
 export function useNodeFindings(nodeId: number) {
-  return useFindings({ node: nodeId, state: "open", page_size: 200 });
+  return useFindings({ node: nodeId, state: ["open"], page_size: 200 });
 }

@@ -4,6 +4,7 @@ import { usePools } from "@/shared/api/lookups";
 import { useUrlState } from "@/shared/hooks/useUrlState";
 import { FINDING_STATES, LAYERS_TOP_DOWN, OWNERS, SEVERITIES, TRIAGE_STEPS } from "@/shared/lib/domain";
 import { formatRelative } from "@/shared/lib/format";
+import { choiceParam, intParam } from "@/shared/lib/params";
 import { Badge, severityTone } from "@/shared/ui/Badge";
 import { Pagination } from "@/shared/ui/Pagination";
 import { QueryState } from "@/shared/ui/QueryState";
@@ -19,16 +20,16 @@ export function FindingsPage() {
   const pools = usePools();
   const page = Math.max(1, Number(filters.page) || 1);
   // "open" unless the user picked another state ("any" shows all).
-  const state = filters.state === "any" ? undefined : filters.state || "open";
+  const state = filters.state === "any" ? undefined : choiceParam(FINDING_STATES, filters.state || "open");
   const findings = useFindings({
     page,
     page_size: PAGE_SIZE,
-    node: filters.node || undefined,
-    pool: filters.pool || undefined,
-    severity: filters.severity || undefined,
-    step: filters.step || undefined,
-    layer: filters.layer || undefined,
-    responsible_party: filters.responsible_party || undefined,
+    node: intParam(filters.node),
+    pool: intParam(filters.pool),
+    severity: choiceParam(SEVERITIES, filters.severity),
+    step: choiceParam(TRIAGE_STEPS, filters.step),
+    layer: choiceParam(LAYERS_TOP_DOWN, filters.layer),
+    responsible_party: choiceParam(OWNERS, filters.responsible_party),
     state,
   });
 

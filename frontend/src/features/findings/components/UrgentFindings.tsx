@@ -17,7 +17,7 @@ export function mostUrgent(findings: Finding[], limit = 8): Finding[] {
 
 export function UrgentFindings() {
   const { t } = useTranslation();
-  const findings = useFindings({ state: "open", page_size: 100 });
+  const findings = useFindings({ state: ["open"], page_size: 100 });
   return (
     <Panel title={t("overview.urgent")} testId="urgent-findings"
       actions={<Link to="/findings">{t("overview.allFindings")}</Link>}>

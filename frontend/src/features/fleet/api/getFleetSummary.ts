@@ -1,6 +1,6 @@
 // The fleet overview's numbers, from the telemetry app's /fleet/summary/.
 import { useQuery } from "@tanstack/react-query";
-import { api } from "@/shared/api/client";
+import { client, unwrap } from "@/shared/api/client";
 import type { Schemas } from "@/shared/api/types";
 
 export type FleetSummary = Schemas["FleetSummary"];
@@ -33,7 +33,7 @@ export function summaryBreakdowns(summary: FleetSummary): Breakdown[] {
 }
 
 export function getFleetSummary(): Promise<FleetSummary> {
-  return api.get<FleetSummary>("fleet/summary/");
+  return unwrap(client.GET("/api/v1/fleet/summary/"));
 }
 
 export function useFleetSummary() {

@@ -1,9 +1,9 @@
 import { useQuery } from "@tanstack/react-query";
-import { api, asList, type Page } from "@/shared/api/client";
+import { asList, client, unwrap } from "@/shared/api/client";
 import type { GPU, Node } from "@/shared/api/types";
 
 export function getNode(id: number): Promise<Node> {
-  return api.get<Node>(`nodes/${id}/`);
+  return unwrap(client.GET("/api/v1/nodes/{id}/", { params: { path: { id } } }));
 }
 
 export function useNode(id: number) {
@@ -11,7 +11,7 @@ export function useNode(id: number) {
 }
 
 export function getNodeGpus(id: number): Promise<GPU[]> {
-  return api.get<Page<GPU>>("gpus/", { node: id, page_size: 100 }).then(asList);
+  return unwrap(client.GET("/api/v1/gpus/", { params: { query: { node: id, page_size: 100 } } })).then(asList);
 }
 
 export function useNodeGpus(id: number) {

@@ -1,9 +1,9 @@
 import { useQuery } from "@tanstack/react-query";
-import { api, asList, type Page } from "@/shared/api/client";
+import { asList, client, unwrap } from "@/shared/api/client";
 import type { BoundaryCell } from "@/shared/api/types";
 
 export function getNodeBoundary(id: number): Promise<BoundaryCell[]> {
-  return api.get<BoundaryCell[] | Page<BoundaryCell>>(`nodes/${id}/boundary/`).then(asList);
+  return unwrap(client.GET("/api/v1/nodes/{id}/boundary/", { params: { path: { id } } })).then(asList);
 }
 
 export function useNodeBoundary(id: number) {

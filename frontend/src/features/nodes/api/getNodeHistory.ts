@@ -1,13 +1,14 @@
 import { useQuery } from "@tanstack/react-query";
-import { api, asList, type Page } from "@/shared/api/client";
+import { asList, client, unwrap } from "@/shared/api/client";
 import type { ChangeLogEntry, NodeEvent } from "../types/telemetry";
 
 export function getNodeEvents(id: number): Promise<NodeEvent[]> {
-  return api.get<NodeEvent[] | Page<NodeEvent>>("events/", { node: id, page_size: 50 }).then(asList);
+  return unwrap(client.GET("/api/v1/events/", { params: { query: { node: id, page_size: 50 } } })).then(asList);
 }
 
+/** The server answers the node's latest 200 changes, unpaginated. */
 export function getNodeChanges(id: number): Promise<ChangeLogEntry[]> {
-  return api.get<ChangeLogEntry[] | Page<ChangeLogEntry>>(`nodes/${id}/changes/`, { page_size: 50 }).then(asList);
+  return unwrap(client.GET("/api/v1/nodes/{id}/changes/", { params: { path: { id } } })).then(asList);
 }
 
 export function useNodeEvents(id: number) {

@@ -1,13 +1,13 @@
 import { useQuery } from "@tanstack/react-query";
-import { api, asList, type Page } from "@/shared/api/client";
+import { asList, client, unwrap } from "@/shared/api/client";
 import type { NodeDrift, SoftwareStack } from "@/shared/api/types";
 
 export function getNodeDrift(id: number): Promise<NodeDrift> {
-  return api.get<NodeDrift>(`nodes/${id}/drift/`);
+  return unwrap(client.GET("/api/v1/nodes/{id}/drift/", { params: { path: { id } } }));
 }
 
 export function getNodeStacks(id: number): Promise<SoftwareStack[]> {
-  return api.get<SoftwareStack[] | Page<SoftwareStack>>(`nodes/${id}/stacks/`).then(asList);
+  return unwrap(client.GET("/api/v1/nodes/{id}/stacks/", { params: { path: { id } } })).then(asList);
 }
 
 export function useNodeDrift(id: number) {

@@ -1,9 +1,9 @@
 import { useQuery } from "@tanstack/react-query";
-import { api } from "@/shared/api/client";
+import { client, unwrap } from "@/shared/api/client";
 import type { NodeLiveStatus } from "../types/telemetry";
 
 export function getNodeStatus(id: number): Promise<NodeLiveStatus> {
-  return api.get<NodeLiveStatus>(`nodes/${id}/status/`);
+  return unwrap(client.GET("/api/v1/nodes/{id}/status/", { params: { path: { id } } }));
 }
 
 export function useNodeStatus(id: number) {

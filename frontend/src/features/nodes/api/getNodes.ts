@@ -1,25 +1,11 @@
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
-import { api, type Page } from "@/shared/api/client";
-import type { Node } from "@/shared/api/types";
+import { client, unwrap, type QueryOf } from "@/shared/api/client";
 
 /** The nodes table's query: everything is done by the server (10,000 nodes never reach the browser). */
-export interface NodeListParams {
-  page: number;
-  page_size: number;
-  search?: string;
-  ordering?: string;
-  provider?: string;
-  provider_slug?: string;
-  pool?: string;
-  delivery_form?: string;
-  billing_mode?: string;
-  state?: string;
-  silent?: string;
-  label?: string;
-}
+export type NodeListParams = QueryOf<"/api/v1/nodes/">;
 
-export function getNodes(params: NodeListParams, signal?: AbortSignal): Promise<Page<Node>> {
-  return api.get<Page<Node>>("nodes/", { ...params }, signal);
+export function getNodes(params: NodeListParams, signal?: AbortSignal) {
+  return unwrap(client.GET("/api/v1/nodes/", { params: { query: params }, signal }));
 }
 
 export function useNodes(params: NodeListParams) {

@@ -1,5 +1,5 @@
 import { useQuery } from "@tanstack/react-query";
-import { api } from "@/shared/api/client";
+import { client, unwrap } from "@/shared/api/client";
 import { normaliseSeriesSet, type Point } from "@/shared/lib/series";
 
 const HOUR_S = 3600;
@@ -8,9 +8,11 @@ const HOUR_S = 3600;
 export function getSeries(kind: "nodes" | "gpus", id: number, metrics: string[], now = Date.now()): Promise<Record<string, Point[]>> {
   const end = new Date(now);
   const start = new Date(now - HOUR_S * 1000);
-  return api
-    .get<unknown>(`${kind}/${id}/series/`, { metric: metrics, start: start.toISOString(), end: end.toISOString(), step: 60 })
-    .then((data) => normaliseSeriesSet(data, metrics));
+  const init = {
+    params: { path: { id }, query: { metric: metrics, start: start.toISOString(), end: end.toISOString(), step: 60 } },
+  };
+  const call = kind === "nodes" ? client.GET("/api/v1/nodes/{id}/series/", init) : client.GET("/api/v1/gpus/{id}/series/", init);
+  return unwrap(call).then((data) => normaliseSeriesSet(data, metrics));
 }
 
 export function useSeries(kind: "nodes" | "gpus", id: number | undefined, metrics: string[]) {

@@ -24,6 +24,11 @@ export function liveFor(gpu: GPU, live: GpuLiveStatus[] | undefined): GpuLiveSta
 
 const GPU_METRICS = ["utilization_gpu_pct", "temperature_c"];
 
+/** The active clock-event reasons by name; the schema types the stored JSON as unknown, so check it. */
+function clockEventReasons(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((r): r is string => typeof r === "string" && r !== "GpuIdle") : [];
+}
+
 function GpuSpark({ points, label, max, pending }: { points: Point[] | undefined; label: string; max?: number; pending: boolean }) {
   const { t } = useTranslation();
   if (!points?.length) return <span className="muted small">{pending ? "…" : t("gpu.noHistory")}</span>;
@@ -62,7 +67,7 @@ function GpuRow({ gpu, live }: { gpu: GPU; live: GpuLiveStatus | undefined }) {
         {s?.remapped_rows_pending || s?.retired_pages_pending ? <div><Badge tone="warn">{t("gpu.resetPending")}</Badge></div> : null}
         {s?.remapped_rows_failure ? <div><Badge tone="bad">{t("gpu.remapFailure")}</Badge></div> : null}
       </td>
-      <td>{s?.clock_event_reasons?.filter((r) => r !== "GpuIdle").join(", ") || "—"}</td>
+      <td>{clockEventReasons(s?.clock_event_reasons).join(", ") || "—"}</td>
       <td>{s ? formatNumber(s.process_count ?? 0) : "—"}</td>
     </tr>
   );
@@ -72,7 +77,7 @@ export function GpuPanel({ nodeId }: { nodeId: number }) {
   const { t } = useTranslation();
   const gpus = useNodeGpus(nodeId);
   const status = useNodeStatus(nodeId);
-  const live = status.data?.gpus as GpuLiveStatus[] | undefined;
+  const live = status.data?.gpus;
 
   let body;
   if (gpus.isPending) body = <Loading />;

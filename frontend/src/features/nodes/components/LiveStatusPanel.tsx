@@ -9,7 +9,6 @@ import { Empty, ErrorState, Loading, NotAvailable } from "@/shared/ui/QueryState
 import { Sparkline } from "@/shared/ui/Sparkline";
 import { useNodeStatus } from "../api/getNodeStatus";
 import { useSeries } from "../api/getSeries";
-import type { GpuLiveStatus } from "../types/telemetry";
 
 const NODE_METRICS = ["cpu_busy_pct", "gpu_util_avg_pct"];
 
@@ -35,7 +34,7 @@ export function LiveStatusPanel({ nodeId }: { nodeId: number }) {
     else body = <ErrorState error={status.error} onRetry={() => void status.refetch()} />;
   } else {
     const s = status.data!;
-    const gpuUtils = ((s.gpus ?? []) as GpuLiveStatus[]).map((g) => g.utilization_gpu_pct).filter((v): v is number => typeof v === "number");
+    const gpuUtils = (s.gpus ?? []).map((g) => g.utilization_gpu_pct).filter((v): v is number => typeof v === "number");
     const gpuUtilNow = gpuUtils.length ? gpuUtils.reduce((a, b) => a + b, 0) / gpuUtils.length : null;
     const memUsed = s.mem_total_bytes != null && s.mem_available_bytes != null ? s.mem_total_bytes - s.mem_available_bytes : null;
     body = (

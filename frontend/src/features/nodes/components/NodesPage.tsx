@@ -6,6 +6,7 @@ import { useDebounced } from "@/shared/hooks/useDebounced";
 import { useUrlState } from "@/shared/hooks/useUrlState";
 import { BILLING_MODES, DELIVERY_FORMS, NODE_STATES } from "@/shared/lib/domain";
 import { formatRelative } from "@/shared/lib/format";
+import { boolParam, choiceParam, intParam } from "@/shared/lib/params";
 import { Badge, nodeStateTone } from "@/shared/ui/Badge";
 import { Pagination } from "@/shared/ui/Pagination";
 import { Empty, ErrorState, Loading } from "@/shared/ui/QueryState";
@@ -41,13 +42,13 @@ export function NodesPage() {
     page_size: PAGE_SIZE,
     search: filters.search || undefined,
     ordering,
-    provider: filters.provider || undefined,
+    provider: intParam(filters.provider),
     provider_slug: filters.provider_slug || undefined,
-    pool: filters.pool || undefined,
-    delivery_form: filters.delivery_form || undefined,
-    billing_mode: filters.billing_mode || undefined,
-    state: filters.state || undefined,
-    silent: filters.silent || undefined,
+    pool: intParam(filters.pool),
+    delivery_form: choiceParam(DELIVERY_FORMS, filters.delivery_form),
+    billing_mode: choiceParam(BILLING_MODES, filters.billing_mode),
+    state: choiceParam(NODE_STATES, filters.state),
+    silent: boolParam(filters.silent),
     label: filters.label || undefined,
   });
 

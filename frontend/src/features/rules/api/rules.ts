@@ -1,9 +1,9 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { api, asList, type Page } from "@/shared/api/client";
+import { asList, client, unwrap } from "@/shared/api/client";
 import type { Rule, RuleUpdate } from "../types/rules";
 
 export function getRules(): Promise<Rule[]> {
-  return api.get<Rule[] | Page<Rule>>("rules/").then(asList);
+  return unwrap(client.GET("/api/v1/rules/")).then(asList);
 }
 
 export function useRules() {
@@ -11,15 +11,15 @@ export function useRules() {
 }
 
 export function updateRule({ slug, changes }: { slug: string; changes: RuleUpdate }): Promise<Rule> {
-  return api.patch<Rule>(`rules/${encodeURIComponent(slug)}/`, changes);
+  return unwrap(client.PATCH("/api/v1/rules/{slug}/", { params: { path: { slug } }, body: changes }));
 }
 
 export function useUpdateRule() {
-  const client = useQueryClient();
+  const queryClient = useQueryClient();
   return useMutation({
     mutationFn: updateRule,
     onSuccess: (rule) => {
-      client.setQueryData<Rule[]>(["rules"], (rules) => rules?.map((r) => (r.slug === rule.slug ? rule : r)));
+      queryClient.setQueryData<Rule[]>(["rules"], (rules) => rules?.map((r) => (r.slug === rule.slug ? rule : r)));
     },
   });
 }

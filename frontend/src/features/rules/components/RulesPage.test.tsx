@@ -45,7 +45,7 @@ describe("RulesPage role gates", () => {
     await waitFor(() => expect(api.calls.some((c) => c.method === "PATCH")).toBe(true));
     const patch = api.calls.find((c) => c.method === "PATCH")!;
     expect(patch.body).toEqual({ params: { threshold_pct: 90 } });
-    expect(patch.headers["X-CSRFToken"]).toBe("test-csrf-token");
+    expect(patch.headers["x-csrftoken"]).toBe("test-csrf-token");
   });
 
   it("lets an operator disable a rule", async () => {

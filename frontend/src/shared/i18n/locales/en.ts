@@ -2,7 +2,7 @@
 const en = {
   app: { name: "GPU Fleet Console" },
   nav: {
-    main: "Main", overview: "Overview", nodes: "Nodes", findings: "Findings", rules: "Rules", enroll: "Enrol nodes",
+    main: "Main", overview: "Overview", nodes: "Nodes", findings: "Findings", rules: "Rules", enroll: "Enrol nodes", tokens: "API tokens",
     logout: "Log out", language: "Language", skip: "Skip to content",
   },
   role: { viewer: "viewer", operator: "operator", admin: "admin" },
@@ -152,7 +152,7 @@ const en = {
   eventKind: {
     rebalance: "Rebalance recommendation", maintenance: "Maintenance event",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU lost", preemption_notice: "Preemption notice",
-    agent_error: "Agent error",
+    agent_error: "Agent error", gpu_uuid_conflict: "GPU claimed by another node",
   },
   billing: {
     title: "Billing and preemptions", preemptions: "Preemptions", noPreemptions: "No preemptions recorded.",
@@ -179,6 +179,25 @@ const en = {
     revokeConfirm: "Revoke the enrolment token “{{name}}”? Nodes can no longer enrol with it.", usable: "usable", expired: "used up or expired",
     viewerNote: "Enrolment tokens are created by operators. Ask an operator to enrol new nodes.",
     notAvailable: "Enrolment is not available on this server yet.",
+  },
+
+  tokens: {
+    title: "API tokens",
+    intro: "A token lets a script or tool use the API as you (header “Authorization: Token <key>”). It never has more rights than your role, and it is read-only unless you allow writes.",
+    create: "New API token", name: "Name", namePlaceholder: "e.g. grafana dashboard", expiresIn: "Expires in",
+    days_one: "{{count}} day", days_other: "{{count}} days", onDate: "On a date…", expiryDate: "Expiry date",
+    expiryDateInvalid: "Pick today or a later day.", allowWrites: "Allow writes",
+    writeHint: "Without it the token can only read. With it, it can change anything your role ({{role}}) can.",
+    submit: "Create token", createdTitle: "Token “{{name}}” created.",
+    shownOnce: "Copy the key now: you will not see it again (only its hash is stored).", key: "Key",
+    usage: "Send it as the header “Authorization: Token <key>”.", copyKey: "Copy key", done: "I have copied it",
+    list: "Your tokens", listAll: "All tokens", none: "No API tokens yet.", owner: "Owner", prefix: "Key",
+    access: "Access", readOnly: "read-only", readWrite: "read & write", created: "Created", expires: "Expires",
+    never: "never", lastUsed: "Last used", neverUsed: "never used", status: "Status",
+    state: { active: "active", expired: "expired", revoked: "revoked" },
+    actions: "Actions", revoke: "Revoke", revokeAria: "Revoke token {{name}}",
+    revokeConfirm: "Revoke “{{name}}”? Anything using it stops working at once; this cannot be undone.",
+    revokeYes: "Yes, revoke", pages: "Token pages",
   },
 };
 

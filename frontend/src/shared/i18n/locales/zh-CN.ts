@@ -2,7 +2,7 @@
 const zhCN = {
   app: { name: "GPU 集群控制台" },
   nav: {
-    main: "主导航", overview: "总览", nodes: "节点", findings: "问题", rules: "规则", enroll: "节点接入",
+    main: "主导航", overview: "总览", nodes: "节点", findings: "问题", rules: "规则", enroll: "节点接入", tokens: "API 令牌",
     logout: "退出登录", language: "语言", skip: "跳到正文",
   },
   role: { viewer: "只读", operator: "运维", admin: "管理员" },
@@ -151,7 +151,7 @@ const zhCN = {
   eventKind: {
     rebalance: "再平衡建议", maintenance: "维护事件",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU 丢失", preemption_notice: "抢占通知",
-    agent_error: "Agent 错误",
+    agent_error: "Agent 错误", gpu_uuid_conflict: "GPU 已属于其他节点",
   },
   billing: {
     title: "计费与抢占", preemptions: "抢占记录", noPreemptions: "暂无抢占记录。",
@@ -178,6 +178,25 @@ const zhCN = {
     revokeConfirm: "确定吊销接入令牌“{{name}}”？之后将无法再用它接入节点。", usable: "可用", expired: "已用完或已过期",
     viewerNote: "接入令牌由运维人员创建。如需接入新节点，请联系运维人员。",
     notAvailable: "此服务器暂不支持节点接入。",
+  },
+
+  tokens: {
+    title: "API 令牌",
+    intro: "令牌让脚本或工具以你的身份调用 API（请求头“Authorization: Token <密钥>”）。令牌的权限不会超过你的角色；除非允许写入，否则只能读取。",
+    create: "新建 API 令牌", name: "名称", namePlaceholder: "例如 grafana 看板", expiresIn: "有效期",
+    days_other: "{{count}} 天", onDate: "指定日期…", expiryDate: "到期日期",
+    expiryDateInvalid: "请选择今天或之后的日期。", allowWrites: "允许写入",
+    writeHint: "不勾选时令牌只能读取；勾选后，它可以做你的角色（{{role}}）能做的任何修改。",
+    submit: "创建令牌", createdTitle: "令牌“{{name}}”已创建。",
+    shownOnce: "请立即复制密钥：之后将无法再次查看（服务器只保存其哈希）。", key: "密钥",
+    usage: "以请求头“Authorization: Token <密钥>”发送。", copyKey: "复制密钥", done: "我已复制",
+    list: "我的令牌", listAll: "全部令牌", none: "还没有 API 令牌。", owner: "所有者", prefix: "密钥",
+    access: "权限", readOnly: "只读", readWrite: "读写", created: "创建时间", expires: "过期时间",
+    never: "永不", lastUsed: "最近使用", neverUsed: "从未使用", status: "状态",
+    state: { active: "有效", expired: "已过期", revoked: "已吊销" },
+    actions: "操作", revoke: "吊销", revokeAria: "吊销令牌 {{name}}",
+    revokeConfirm: "确定吊销“{{name}}”？使用它的一切将立即失效，且无法撤销。",
+    revokeYes: "确认吊销", pages: "令牌分页",
   },
 };
 

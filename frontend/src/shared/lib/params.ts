@@ -1,0 +1,20 @@
+// Filters live in the URL as strings; the API's query parameters are typed by the schema. These turn one
+// into the other. A blank value means "no filter"; a value the schema does not allow is dropped, as the
+// filter's <select> (which cannot show it) already shows "all".
+
+export function intParam(value: string | null | undefined): number | undefined {
+  if (!value) return undefined;
+  const number = Number(value);
+  return Number.isFinite(number) ? number : undefined;
+}
+
+export function boolParam(value: string | null | undefined): boolean | undefined {
+  if (value === "true") return true;
+  if (value === "false") return false;
+  return undefined;
+}
+
+/** One allowed value as the one-element list a multiple-choice filter takes (`state=active`). */
+export function choiceParam<T extends string>(allowed: readonly T[], value: string | null | undefined): T[] | undefined {
+  return value && (allowed as readonly string[]).includes(value) ? [value as T] : undefined;
+}
