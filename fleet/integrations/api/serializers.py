@@ -26,6 +26,8 @@ class IntegrationSerializer(serializers.ModelSerializer):
         required=False, help_text="Credentials by name (see /integrations/connectors/); stored encrypted, never "
                                   "returned. On update only the names given change; an empty value removes one.")
     config = serializers.JSONField(required=False, default=dict)
+    secret_names = serializers.ListField(child=serializers.CharField(), read_only=True,
+                                        help_text="Which credentials are set (their values are never returned)")
     inbound_url = serializers.SerializerMethodField()
     sent = serializers.IntegerField(source="counter.sent", read_only=True, default=0)
     failed = serializers.IntegerField(source="counter.failed", read_only=True, default=0)
@@ -66,13 +68,22 @@ class InboundTokenSerializer(serializers.Serializer):
     inbound_token = serializers.CharField()
 
 
+class ConfigFieldSpecSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    required = serializers.BooleanField()
+    type = serializers.CharField(help_text="The serializer field: URLField, CharField, ListField, BooleanField, …")
+    default = serializers.JSONField(allow_null=True)
+    help = serializers.CharField(allow_blank=True)
+    choices = serializers.ListField(child=serializers.CharField())
+
+
 class ConnectorSpecSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=ConnectorKind.choices)
     label = serializers.CharField()
     keeps_tickets = serializers.BooleanField()
     signs_inbound = serializers.BooleanField()
     secrets = serializers.DictField(child=serializers.BooleanField(), help_text="name → required")
-    config = serializers.ListField(child=serializers.DictField())
+    config = ConfigFieldSpecSerializer(many=True)
 
 
 def connector_specs() -> list[dict]:

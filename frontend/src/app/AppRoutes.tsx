@@ -2,6 +2,8 @@ import { Route, Routes } from "react-router";
 import { LoginPage } from "@/features/auth/components/LoginPage";
 import { EnrollPage } from "@/features/enrollment/components/EnrollPage";
 import { FindingsPage } from "@/features/findings/components/FindingsPage";
+import { DeliveryLogPage } from "@/features/integrations/components/DeliveryLogPage";
+import { IntegrationsPage } from "@/features/integrations/components/IntegrationsPage";
 import { NodesPage } from "@/features/nodes/components/NodesPage";
 import { RulesPage } from "@/features/rules/components/RulesPage";
 import { TokensPage } from "@/features/tokens/components/TokensPage";
@@ -24,6 +26,8 @@ export function AppRoutes() {
         <Route path="rules" element={<RulesPage />} />
         <Route path="enroll" element={<EnrollPage />} />
         <Route path="tokens" element={<TokensPage />} />
+        <Route path="integrations" element={<IntegrationsPage />} />
+        <Route path="integrations/deliveries" element={<DeliveryLogPage />} />
         <Route path="*" element={<NotFoundRoute />} />
       </Route>
     </Routes>

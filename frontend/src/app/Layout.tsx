@@ -10,6 +10,7 @@ const NAV = [
   { to: "/nodes", label: "nav.nodes", end: false },
   { to: "/findings", label: "nav.findings", end: false },
   { to: "/rules", label: "nav.rules", end: false },
+  { to: "/integrations", label: "nav.integrations", end: false },
   { to: "/enroll", label: "nav.enroll", end: false },
   { to: "/tokens", label: "nav.tokens", end: false },
 ] as const;

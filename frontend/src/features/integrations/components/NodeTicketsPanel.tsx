@@ -1,0 +1,52 @@
+// The external tickets opened for a node's findings and incidents, with their ids and links.
+import { useTranslation } from "react-i18next";
+import { formatDateTime } from "@/shared/lib/format";
+import { Badge } from "@/shared/ui/Badge";
+import { Panel } from "@/shared/ui/Panel";
+import { QueryState } from "@/shared/ui/QueryState";
+import { useNodeTickets } from "../api/integrations";
+import { ticketStateTone, type Ticket } from "../types/integrations";
+
+export function TicketLink({ ticket }: { ticket: Pick<Ticket, "external_id" | "external_url" | "key"> }) {
+  const label = ticket.external_id || ticket.key;
+  return ticket.external_url
+    ? <a href={ticket.external_url} target="_blank" rel="noreferrer">{label}</a>
+    : <code>{label}</code>;
+}
+
+export function NodeTicketsPanel({ nodeId }: { nodeId: number }) {
+  const { t } = useTranslation();
+  const tickets = useNodeTickets(nodeId);
+  return (
+    <Panel title={t("integrations.tickets")} testId="tickets-panel">
+      <QueryState query={tickets} what={t("integrations.tickets")} isEmpty={(d) => d.results.length === 0}
+        empty={t("integrations.noTickets")}>
+        {(data) => (
+          <table className="table table--compact">
+            <caption className="visually-hidden">{t("integrations.tickets")}</caption>
+            <thead>
+              <tr>
+                <th scope="col">{t("integrations.ticket")}</th>
+                <th scope="col">{t("integrations.integration")}</th>
+                <th scope="col">{t("integrations.state")}</th>
+                <th scope="col">{t("integrations.opened")}</th>
+                <th scope="col">{t("integrations.subject")}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.results.map((ticket) => (
+                <tr key={ticket.id}>
+                  <td><TicketLink ticket={ticket} /></td>
+                  <td>{ticket.integration_name}</td>
+                  <td><Badge tone={ticketStateTone(ticket.state)}>{t(`integrations.ticketState.${ticket.state}`)}</Badge></td>
+                  <td>{formatDateTime(ticket.opened_at)}</td>
+                  <td className="small">{ticket.title || ticket.key}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
+    </Panel>
+  );
+}
