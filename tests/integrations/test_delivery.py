@@ -232,3 +232,16 @@ def test_receiver_down_for_an_hour_every_message_arrives_exactly_once(hook, rece
     assert set(OutboxMessage.objects.values_list("state", flat=True)) == {MessageState.DELIVERED}
     # Back-off: about log2(3600 / 10) ≈ 9 tries per message during the hour, not 360.
     assert 5 * 6 <= tries_while_down <= 5 * 11
+
+
+def test_a_disabled_integrations_messages_wait_until_it_is_enabled(hook, receiver, admin_user):
+    message = integration_test_message_write(integration=hook, actor=admin_user)
+    hook.enabled = False
+    hook.save()
+    now = timezone.now()
+    assert due_message_ids(now=now) == []
+    assert message_deliver(message_id=message.pk, now=now) == "skipped"
+    assert not receiver.requests
+    hook.enabled = True
+    hook.save()
+    assert outbox_deliver_due(now=now, inline=True)["delivered"] == 1

@@ -91,8 +91,10 @@ def message_claim(*, message_id: int, now: datetime) -> OutboxMessage | None:
     message = OutboxMessage.objects.filter(pk=message_id).first()
     if message is None or _blocked(message) is not None:
         return None
+    # A disabled integration's messages wait (they go out when it is enabled again).
     claimed = (OutboxMessage.objects
-               .filter(pk=message_id, state__in=[*DUE_STATES, MessageState.QUEUED], next_attempt_at__lte=now)
+               .filter(pk=message_id, state__in=[*DUE_STATES, MessageState.QUEUED], next_attempt_at__lte=now,
+                       integration__enabled=True)
                .update(state=MessageState.SENDING, lease_until=now + _lease(), attempts=F("attempts") + 1))
     if not claimed:
         return None
@@ -284,7 +286,8 @@ def _reclaim_expired(now: datetime) -> int:
 
 def due_message_ids(*, now: datetime, limit: int = SWEEP_BATCH) -> list[int]:
     """Due messages that are at the head of their ticket's queue, oldest first."""
-    candidates = list(OutboxMessage.objects.filter(state__in=DUE_STATES, next_attempt_at__lte=now)
+    candidates = list(OutboxMessage.objects.filter(state__in=DUE_STATES, next_attempt_at__lte=now,
+                                                   integration__enabled=True)
                       .order_by("next_attempt_at", "id").values_list("pk", "ticket_id")[:limit])
     tickets = {t for _, t in candidates if t is not None}
     heads = {}
