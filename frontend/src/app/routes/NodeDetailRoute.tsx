@@ -6,7 +6,7 @@ import { useNodeFindings } from "@/features/findings/api/getFindings";
 import { TriageChecklist } from "@/features/findings/components/TriageChecklist";
 import { findingTitle, isActive } from "@/features/findings/types/findings";
 import { NodeBillingPanel } from "@/features/billing/components/NodeBillingPanel";
-import { NodeTicketsPanel } from "@/features/integrations/components/NodeTicketsPanel";
+import { TicketsPanel } from "@/features/integrations/components/TicketsPanel";
 import { useNode } from "@/features/nodes/api/getNode";
 import { useNodeBoundary } from "@/features/nodes/api/getNodeBoundary";
 import { BoundaryMatrix, WhomToCall, type MatrixFinding } from "@/features/nodes/components/BoundaryMatrix";
@@ -91,7 +91,7 @@ export function NodeDetailRoute() {
         <ChangeLogPanel nodeId={id} />
         <EventsPanel nodeId={id} />
       </div>
-      <NodeTicketsPanel nodeId={id} />
+      <TicketsPanel of={{ node: id }} />
       <NodeBillingPanel nodeId={id} />
     </div>
   );

@@ -122,11 +122,14 @@ export function useRetryDelivery() {
   });
 }
 
-/** External tickets of one node (its findings' and incidents' tickets), newest first. */
-export function useNodeTickets(nodeId: number) {
+/** Whose external tickets: one node's (its findings' and incidents'), or one incident's. */
+export type TicketsOf = { node: number } | { incident_id: number };
+
+/** External tickets, newest first. */
+export function useTickets(of: TicketsOf) {
   return useQuery({
-    queryKey: ["tickets", "node", nodeId],
-    queryFn: () => unwrap(client.GET("/api/v1/tickets/", { params: { query: { node: nodeId, page_size: 20 } } })),
+    queryKey: ["tickets", of],
+    queryFn: () => unwrap(client.GET("/api/v1/tickets/", { params: { query: { ...of, page_size: 20 } } })),
     refetchInterval: 30_000,
   });
 }

@@ -214,7 +214,7 @@ const en = {
       pending: "pending", queued: "queued", sending: "sending", retrying: "retrying", delivered: "delivered",
       dead: "dead-lettered", cancelled: "cancelled",
     },
-    tickets: "External tickets", noTickets: "No external tickets for this node.", opened: "Opened", subject: "About",
+    tickets: "External tickets", noTickets: "No external tickets for this node.", noIncidentTickets: "No external tickets for this incident.", opened: "Opened", subject: "About",
     ticketState: { opening: "opening", open: "open", acknowledged: "acknowledged", in_progress: "in progress", resolved: "resolved" },
   },
   tokens: {

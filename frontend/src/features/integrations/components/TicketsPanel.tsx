@@ -1,10 +1,10 @@
-// The external tickets opened for a node's findings and incidents, with their ids and links.
+// The external tickets opened for a node's findings and incidents (or for one incident), with ids and links.
 import { useTranslation } from "react-i18next";
 import { formatDateTime } from "@/shared/lib/format";
 import { Badge } from "@/shared/ui/Badge";
 import { Panel } from "@/shared/ui/Panel";
 import { QueryState } from "@/shared/ui/QueryState";
-import { useNodeTickets } from "../api/integrations";
+import { useTickets, type TicketsOf } from "../api/integrations";
 import { ticketStateTone, type Ticket } from "../types/integrations";
 
 export function TicketLink({ ticket }: { ticket: Pick<Ticket, "external_id" | "external_url" | "key"> }) {
@@ -14,13 +14,13 @@ export function TicketLink({ ticket }: { ticket: Pick<Ticket, "external_id" | "e
     : <code>{label}</code>;
 }
 
-export function NodeTicketsPanel({ nodeId }: { nodeId: number }) {
+export function TicketsPanel({ of }: { of: TicketsOf }) {
   const { t } = useTranslation();
-  const tickets = useNodeTickets(nodeId);
+  const tickets = useTickets(of);
   return (
     <Panel title={t("integrations.tickets")} testId="tickets-panel">
       <QueryState query={tickets} what={t("integrations.tickets")} isEmpty={(d) => d.results.length === 0}
-        empty={t("integrations.noTickets")}>
+        empty={"node" in of ? t("integrations.noTickets") : t("integrations.noIncidentTickets")}>
         {(data) => (
           <table className="table table--compact">
             <caption className="visually-hidden">{t("integrations.tickets")}</caption>
