@@ -174,6 +174,7 @@ try {
 
   // 6. The other pages render without crashing, whatever this server has built so far.
   for (const [path, heading, name] of [["/findings", "Findings", "07-findings"], ["/rules", "Rules", "08-rules-operator"],
+    ["/integrations", "Integrations", "08b-integrations"], ["/integrations/deliveries", "Delivery log", "08c-deliveries"],
     ["/enroll", "Enrol nodes", "09-enroll"]]) {
     await page.goto(`${BASE}${path}`);
     await page.getByRole("heading", { level: 1, name: heading }).waitFor();
