@@ -12,6 +12,7 @@ from .models import (
     NodeSample,
     NodeSampleRollup,
     NodeStatus,
+    ReceivingState,
     ReenrollmentApproval,
 )
 
@@ -111,3 +112,10 @@ class NodeSampleRollupAdmin(_ReadOnlyHistoryAdmin):
 class GPUSampleRollupAdmin(_ReadOnlyHistoryAdmin):
     list_display = ("gpu", "bucket", "samples", "utilization_gpu_pct", "temperature_c_max")
     raw_id_fields = ("gpu",)
+
+
+@admin.register(ReceivingState)
+class ReceivingStateAdmin(_ReadOnlyHistoryAdmin):
+    """Written by the silence sweep only."""
+
+    list_display = ("swept_at", "newest_report_at", "gap_started_at", "gap_ended_at")

@@ -309,3 +309,18 @@ class ChangeLogEntry(models.Model):
 
     def __str__(self) -> str:
         return self.summary
+
+
+class ReceivingState(models.Model):
+    """The silence sweep's view of the server's own receiving (one row): when it last swept, the newest report it
+    had seen, and the latest gap in receiving — a time in which no node's report arrived although at least three
+    nodes were due — so that silence the server caused is not blamed on the nodes (`services/silence.py`)."""
+
+    swept_at = models.DateTimeField(null=True, blank=True)
+    newest_report_at = models.DateTimeField(null=True, blank=True)
+    gap_started_at = models.DateTimeField(null=True, blank=True, help_text="The last report before the gap")
+    gap_ended_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="The first report after it; empty while the gap lasts")
+
+    def __str__(self) -> str:
+        return "receiving state"

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from fleet.accounts.choices import Role
 from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
+from fleet.core.api.throttling import FailOpenThrottleMixin
 from fleet.inventory.models import GPU, Node
 
 from .. import metrics
@@ -80,8 +81,8 @@ class EnrollmentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, m
         return Response(EnrollmentTokenSerializer(token).data)
 
 
-class EnrollThrottle(AnonRateThrottle):
-    """Per source address; generous, since a rollout behind one NAT enrols many nodes at once."""
+class EnrollThrottle(FailOpenThrottleMixin, AnonRateThrottle):
+    """Per source address; generous, since a rollout behind one NAT enrols many nodes at once. Fails open."""
 
     scope = "enroll"
 
@@ -111,7 +112,8 @@ class EnrollView(APIView):
 
 
 class NodeRateThrottle(SimpleRateThrottle):
-    """Per-node flood protection for the agent endpoints: a fixed window per node (`AGENT_RATE_LIMIT`)."""
+    """Per-node flood protection for the agent endpoints: a fixed window per node (`AGENT_RATE_LIMIT`). Fails open
+    when the counter store is unavailable (`ratelimit.hit` returns None)."""
 
     scope = "agent"
 
@@ -119,7 +121,8 @@ class NodeRateThrottle(SimpleRateThrottle):
         node_id = getattr(request.user, "node_id", None)
         if self.rate is None or node_id is None:
             return True
-        return ratelimit.hit(f"{self.scope}:{node_id}", self.duration) <= self.num_requests
+        count = ratelimit.hit(f"{self.scope}:{node_id}", self.duration)
+        return count is None or count <= self.num_requests
 
     def wait(self):
         return ratelimit.seconds_left(self.duration)
