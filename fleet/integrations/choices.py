@@ -22,6 +22,7 @@ class EventKind(models.TextChoices):
     INCIDENT_CLOSED = "incident.closed", "Incident closed"
     CIRCUIT_BREAKER_TRIPPED = "circuit_breaker.tripped", "Circuit breaker tripped"
     TICKET_REQUESTED = "ticket.requested", "Ticket requested by a workflow step"
+    TICKET_ACKNOWLEDGED = "ticket.acknowledged", "Ticket acknowledged by an operator"
     TEST = "test", "Test message"
 
 

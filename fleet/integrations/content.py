@@ -194,3 +194,11 @@ def test_content(*, integration_name: str, now: datetime) -> dict:
     return {"title": f"{PRODUCT}: test message", "summary": f"Test message for {integration_name}", "body": body,
             "severity": "info", "facts": {"test": True}, "links": {}, "evidence": None, "evidence_text": "",
             "attachment_name": ""}
+
+
+def acknowledgement_content(*, ticket, event: dict, now: datetime) -> dict:
+    who, note = event.get("acknowledged_by") or "an operator", event.get("note") or ""
+    summary = f"Acknowledged by {who} in {PRODUCT}" + (f": {note}" if note else "")
+    return {"title": f"Acknowledged: {ticket.title or ticket.key}", "summary": summary, "body": summary + "\n",
+            "severity": "info", "facts": {"ticket": ticket.key, "acknowledged_by": who}, "links": {},
+            "evidence": None, "evidence_text": "", "attachment_name": ""}

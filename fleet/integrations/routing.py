@@ -29,7 +29,8 @@ MATCH_FIELDS = {
     "rules": "rule",
 }
 MATCH_CHOICES = {
-    "event_kinds": [k for k in EventKind.values if k != EventKind.TEST],
+    # Tests and acknowledgements go to one integration, named by the operator: they are never routed.
+    "event_kinds": [k for k in EventKind.values if k not in (EventKind.TEST, EventKind.TICKET_ACKNOWLEDGED)],
     "responsible_parties": Owner.values,
     "severities": Severity.values,
     "delivery_forms": DeliveryForm.values,

@@ -231,3 +231,7 @@ class InboundResultSerializer(serializers.Serializer):
     duplicates = serializers.IntegerField()
     unknown_ticket = serializers.IntegerField()
     ignored = serializers.IntegerField()
+
+
+class TicketAcknowledgeSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")

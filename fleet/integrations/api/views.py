@@ -26,7 +26,7 @@ from ..services.integrations import (
     integration_delete,
     integration_update,
 )
-from ..services.outbox import integration_test_message_write
+from ..services.outbox import integration_test_message_write, ticket_acknowledge
 from .serializers import (
     ConnectorSpecSerializer,
     DeliveryDetailSerializer,
@@ -36,6 +36,7 @@ from .serializers import (
     IntegrationCreatedSerializer,
     IntegrationSerializer,
     RoutingRuleSerializer,
+    TicketAcknowledgeSerializer,
     TicketDetailSerializer,
     TicketSerializer,
     connector_specs,
@@ -152,6 +153,16 @@ class TicketViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.Retri
     filterset_class = TicketFilterSet
     search_fields = ["key", "external_id", "title"]
     ordering = ["-opened_at"]
+    action_roles = {"acknowledge": Role.OPERATOR}
+
+    @extend_schema(request=TicketAcknowledgeSerializer, responses={202: DeliverySerializer})
+    @action(detail=True, methods=["post"])
+    def acknowledge(self, request, pk=None):
+        """Acknowledge the external alert or ticket (PagerDuty, Opsgenie: acknowledged; others: a note)."""
+        body = TicketAcknowledgeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        message = ticket_acknowledge(ticket=self.get_object(), actor=request.user, note=body.validated_data["note"])
+        return Response(DeliverySerializer(message).data, status=status.HTTP_202_ACCEPTED)
 
     def get_queryset(self):
         queryset = super().get_queryset()

@@ -45,7 +45,7 @@ from ..choices import (
 from ..connectors import connector_for
 from ..connectors.base import DeliveryError, Envelope, SendResult, TicketRef
 from ..connectors.http import Http
-from ..content import finding_content, test_content
+from ..content import acknowledgement_content, finding_content, test_content
 from ..crypto import secrets_decrypt
 from ..models import DeliveryAttempt, DeliveryCounter, OutboxMessage, Ticket, TicketUpdate
 from .outbox import ticket_state_set
@@ -105,6 +105,8 @@ def message_render(message: OutboxMessage, now: datetime) -> dict:
     kind = message.event_kind
     if kind == EventKind.TEST:
         return test_content(integration_name=message.integration.name, now=now)
+    if kind == EventKind.TICKET_ACKNOWLEDGED:
+        return acknowledgement_content(ticket=message.ticket, event=message.event, now=now)
     if kind in (EventKind.FINDING_OPENED, EventKind.FINDING_RESOLVED):
         finding = Finding.objects.filter(pk=message.event.get("finding_id")).first()
         if finding is None:
@@ -305,8 +307,13 @@ def outbox_deliver_due(*, now: datetime | None = None, inline: bool = False) -> 
     reclaimed = _reclaim_expired(now)
     ids = due_message_ids(now=now)
     if inline:
-        outcomes = [message_deliver(message_id=pk, now=now) for pk in ids]
-        return {"reclaimed": reclaimed, "due": len(ids), "delivered": outcomes.count(AttemptOutcome.DELIVERED)}
+        # One message per ticket is due at a time; go round until nothing more is (a worker's kick does this).
+        outcomes, seen = [], set()
+        while ids:
+            outcomes += [message_deliver(message_id=pk, now=now) for pk in ids]
+            seen.update(ids)
+            ids = [pk for pk in due_message_ids(now=now) if pk not in seen]
+        return {"reclaimed": reclaimed, "due": len(seen), "delivered": outcomes.count(AttemptOutcome.DELIVERED)}
     queued = []
     for pk in ids:
         if OutboxMessage.objects.filter(pk=pk, state__in=DUE_STATES, next_attempt_at__lte=now).update(

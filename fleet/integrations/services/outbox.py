@@ -176,3 +176,28 @@ def ticket_state_set(*, ticket: Ticket, state: str, now: datetime) -> None:
         ticket.resolved_at = now
         fields.append("resolved_at")
     ticket.save(update_fields=fields)
+
+
+
+def ticket_acknowledge(*, ticket: Ticket, actor, note: str = "", now: datetime | None = None) -> OutboxMessage:
+    """An operator acknowledges the external alert or ticket: PagerDuty and Opsgenie acknowledge it (escalation
+    stops paging people), ticketing systems get a note. Audited."""
+    from fleet.core.api.errors import DomainError
+    from fleet.core.models import AuditEntry
+    from fleet.core.services import audit_record
+
+    now = now or timezone.now()
+    if ticket.state not in TICKET_ACTIVE_STATES:
+        raise DomainError(f"Ticket {ticket.key} is {ticket.state}; only an open ticket can be acknowledged.",
+                          code="ticket_closed", fields={"state": [ticket.state]})
+    who = getattr(actor, "username", "") or "an operator"
+    with transaction.atomic():
+        message = message_write(integration=ticket.integration, ticket=ticket, event_kind=EventKind.TICKET_ACKNOWLEDGED,
+                                action=TicketAction.ACKNOWLEDGE,
+                                dedup_key=f"{ticket.key}:acknowledge:{now.strftime('%Y%m%dT%H%M%S.%fZ')}",
+                                event={"kind": EventKind.TICKET_ACKNOWLEDGED, "ticket": ticket.key,
+                                       "acknowledged_by": who, "note": note[:500]}, now=now)
+        audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=ticket, note=f"acknowledge: {note}"[:200],
+                     after={"message": message.pk})
+        kick_after_commit([message], now)
+    return message
