@@ -1946,6 +1946,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tickets/{id}/acknowledge/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Acknowledge the external alert or ticket (PagerDuty, Opsgenie: acknowledged; others: a note). */
+        post: operations["v1_tickets_acknowledge_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tokens/": {
         parameters: {
             query?: never;
@@ -2919,10 +2936,11 @@ export interface components {
          *     * `incident.closed` - Incident closed
          *     * `circuit_breaker.tripped` - Circuit breaker tripped
          *     * `ticket.requested` - Ticket requested by a workflow step
+         *     * `ticket.acknowledged` - Ticket acknowledged by an operator
          *     * `test` - Test message
          * @enum {string}
          */
-        EventKindEnum: "finding.opened" | "finding.resolved" | "incident.opened" | "incident.step_changed" | "incident.approval_needed" | "incident.closed" | "circuit_breaker.tripped" | "ticket.requested" | "test";
+        EventKindEnum: "finding.opened" | "finding.resolved" | "incident.opened" | "incident.step_changed" | "incident.approval_needed" | "incident.closed" | "circuit_breaker.tripped" | "ticket.requested" | "ticket.acknowledged" | "test";
         EvidenceRef: {
             readonly id: number;
             /** Format: date-time */
@@ -5054,6 +5072,10 @@ export interface components {
             /** Format: date-time */
             readonly last_update_at: string | null;
         };
+        TicketAcknowledgeRequest: {
+            /** @default  */
+            note: string;
+        };
         /**
          * @description * `open` - Open
          *     * `update` - Update (comment / work note)
@@ -6696,9 +6718,10 @@ export interface operations {
                  *     * `incident.closed` - Incident closed
                  *     * `circuit_breaker.tripped` - Circuit breaker tripped
                  *     * `ticket.requested` - Ticket requested by a workflow step
+                 *     * `ticket.acknowledged` - Ticket acknowledged by an operator
                  *     * `test` - Test message
                  */
-                event_kind?: ("circuit_breaker.tripped" | "finding.opened" | "finding.resolved" | "incident.approval_needed" | "incident.closed" | "incident.opened" | "incident.step_changed" | "test" | "ticket.requested")[];
+                event_kind?: ("circuit_breaker.tripped" | "finding.opened" | "finding.resolved" | "incident.approval_needed" | "incident.closed" | "incident.opened" | "incident.step_changed" | "test" | "ticket.acknowledged" | "ticket.requested")[];
                 integration?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
@@ -10626,6 +10649,34 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TicketDetail"];
+                };
+            };
+        };
+    };
+    v1_tickets_acknowledge_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this ticket. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["TicketAcknowledgeRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["TicketAcknowledgeRequest"];
+                "multipart/form-data": components["schemas"]["TicketAcknowledgeRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
                 };
             };
         };

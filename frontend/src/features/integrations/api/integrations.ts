@@ -133,3 +133,15 @@ export function useTickets(of: TicketsOf) {
     refetchInterval: 30_000,
   });
 }
+
+export function useAcknowledgeTicket() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: ({ id, note }: { id: number; note: string }) =>
+      unwrap(client.POST("/api/v1/tickets/{id}/acknowledge/", { params: { path: { id } }, body: { note } })),
+    onSuccess: () => {
+      void queryClient.invalidateQueries({ queryKey: ["tickets"] });
+      void queryClient.invalidateQueries({ queryKey: deliveriesKey });
+    },
+  });
+}

@@ -1,6 +1,7 @@
 import { screen, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
 import { describe, expect, it } from "vitest";
-import { fakeApi, renderWithProviders } from "@/testing/render";
+import { fakeApi, renderWithProviders, reply } from "@/testing/render";
 import { TicketsPanel } from "./TicketsPanel";
 
 describe("TicketsPanel", () => {
@@ -26,5 +27,30 @@ describe("TicketsPanel", () => {
     expect(within(panel).getByText("in progress")).toBeInTheDocument();
     expect(within(panel).getByText("fleet-finding-40", { selector: "code" })).toBeInTheDocument();
     expect(api.calls[0].url.searchParams.get("node")).toBe("7");
+  });
+});
+
+describe("TicketsPanel for an incident", () => {
+  it("lets an operator acknowledge an open ticket, and offers viewers nothing", async () => {
+    const ticket = { id: 5, integration: 3, integration_name: "pd-oncall", connector: "pagerduty", key: "fleet-incident-inc-7",
+      subject_kind: "incident", subject_ref: "incident:inc-7", incident_id: 7, node: 7, findings: [], state: "open",
+      external_id: "", external_url: "", title: "gpu-0042: Xid 79", opened_at: "2026-12-01T12:00:00Z", resolve_after: null,
+      resolved_at: null, last_update_at: null };
+    const api = fakeApi({
+      "GET /api/v1/tickets/": { count: 1, results: [ticket] },
+      "POST /api/v1/tickets/5/acknowledge/": () => reply(202, { id: 11, action: "acknowledge", state: "pending" }),
+    });
+    const user = userEvent.setup();
+    const { unmount } = renderWithProviders(<TicketsPanel of={{ incident_id: 7 }} />, { role: "operator" });
+    await user.click(await screen.findByRole("button", { name: "Acknowledge ticket fleet-incident-inc-7" }));
+    expect(await screen.findByText("Acknowledgement queued.")).toBeInTheDocument();
+    const post = api.calls.find((c) => c.method === "POST")!;
+    expect(post.body).toEqual({ note: "" });
+    expect(api.calls[0].url.searchParams.get("incident_id")).toBe("7");
+    unmount();
+
+    renderWithProviders(<TicketsPanel of={{ incident_id: 7 }} />, { role: "viewer" });
+    await screen.findByText("fleet-incident-inc-7", { selector: "code" });
+    expect(screen.queryByRole("button", { name: /Acknowledge/ })).toBeNull();
   });
 });

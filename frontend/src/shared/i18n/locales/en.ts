@@ -274,6 +274,7 @@ const en = {
       pending: "pending", queued: "queued", sending: "sending", retrying: "retrying", delivered: "delivered",
       dead: "dead-lettered", cancelled: "cancelled",
     },
+    acknowledge: "Acknowledge", acknowledgeAria: "Acknowledge ticket {{key}}", acknowledgeQueued: "Acknowledgement queued.",
     tickets: "External tickets", noTickets: "No external tickets for this node.", noIncidentTickets: "No external tickets for this incident.", opened: "Opened", subject: "About",
     ticketState: { opening: "opening", open: "open", acknowledged: "acknowledged", in_progress: "in progress", resolved: "resolved" },
   },

@@ -273,6 +273,7 @@ const zhCN = {
       pending: "待发送", queued: "已排队", sending: "发送中", retrying: "等待重试", delivered: "已送达",
       dead: "死信", cancelled: "已取消",
     },
+    acknowledge: "确认", acknowledgeAria: "确认工单 {{key}}", acknowledgeQueued: "确认已排队。",
     tickets: "外部工单", noTickets: "此节点没有外部工单。", noIncidentTickets: "此事件没有外部工单。", opened: "开单时间", subject: "内容",
     ticketState: { opening: "开单中", open: "已开单", acknowledged: "已确认", in_progress: "处理中", resolved: "已解决" },
   },
