@@ -15,6 +15,7 @@ api_v1 = [
     path("", include("fleet.health.api.urls")),
     path("", include("fleet.billing.api.urls")),
     path("", include("fleet.remediation.api.urls")),
+    path("", include("fleet.integrations.api.urls")),
 ]
 
 urlpatterns = [

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "fleet.billing",
     "fleet.health",
     "fleet.remediation",
+    "fleet.integrations",
     "fleet.console",
     "fleet.demo",
 ]
@@ -145,7 +146,8 @@ REST_FRAMEWORK = {
     # 0: REMOTE_ADDR only; DRF's own default (None) would believe any X-Forwarded-For a client sends.
     "NUM_PROXIES": env_int("NUM_PROXIES", 0),
     "DEFAULT_THROTTLE_RATES": {"agent": env_str("AGENT_RATE_LIMIT", "120/min"),
-                               "enroll": env_str("ENROLL_RATE_LIMIT", "600/min")},
+                               "enroll": env_str("ENROLL_RATE_LIMIT", "600/min"),
+                               "integration_inbound": env_str("INTEGRATIONS_INBOUND_RATE_LIMIT", "600/min")},
 }
 
 SPECTACULAR_SETTINGS = {
@@ -174,6 +176,10 @@ SPECTACULAR_SETTINGS = {
         "ScopeEnum": "fleet.billing.choices.PlanScope",
         "StatusEnum": "fleet.health.choices.CheckStatus",
         "BreakerStateEnum": "fleet.remediation.choices.BreakerState",
+        "ConnectorKindEnum": "fleet.integrations.choices.ConnectorKind",
+        "TicketActionEnum": "fleet.integrations.choices.TicketAction",
+        "MessageStateEnum": "fleet.integrations.choices.MessageState",
+        "TicketStateEnum": "fleet.integrations.choices.TicketState",
     },
 }
 
@@ -219,6 +225,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
     "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
     "remediation-sweep": {"task": "remediation.sweep", "schedule": env_int("REMEDIATION_SWEEP_INTERVAL_S", 15)},
+    "integrations-deliver-due": {"task": "integrations.deliver_due",
+                                 "schedule": env_int("INTEGRATIONS_SWEEP_INTERVAL_S", 10)},
 }
 
 # --- Logging --------------------------------------------------------------------------------------
@@ -294,3 +302,29 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}
+
+# --- Integrations (docs/integrations.md) ----------------------------------------------------------
+# Fernet keys for credentials at rest, newest first; local and test settings generate one under FLEET_VAR_DIR.
+FLEET_ENCRYPTION_KEYS = env_list("FLEET_ENCRYPTION_KEYS", [])
+INTEGRATIONS_MAX_ATTEMPTS = env_int("INTEGRATIONS_MAX_ATTEMPTS", 20)
+INTEGRATIONS_BACKOFF_BASE_S = env_int("INTEGRATIONS_BACKOFF_BASE_S", 10)
+INTEGRATIONS_BACKOFF_MAX_S = env_int("INTEGRATIONS_BACKOFF_MAX_S", 3600)
+INTEGRATIONS_HTTP_TIMEOUT_S = env_int("INTEGRATIONS_HTTP_TIMEOUT_S", 15)
+# A message claimed by a worker that died is sent again (same dedup key) once its lease has run out.
+INTEGRATIONS_LEASE_S = env_int("INTEGRATIONS_LEASE_S", 120)
+# Prefix of our ticket keys, so two installations sending to one PagerDuty service never share a dedup_key.
+INTEGRATIONS_KEY_PREFIX = env_str("INTEGRATIONS_KEY_PREFIX", "fleet")
+# Inbound webhooks signed with a timestamp older (or newer) than this are refused as replays.
+INTEGRATIONS_INBOUND_WINDOW_S = env_int("INTEGRATIONS_INBOUND_WINDOW_S", 300)
+# Where receivers can open an incident or a finding in the console (links in tickets); blank = FLEET_PUBLIC_URL.
+FLEET_CONSOLE_URL = env_str("FLEET_CONSOLE_URL", "")
+# Mail for the e-mail connector (Django's mail backends).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 15)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-fleet@localhost")

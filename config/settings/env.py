@@ -1,5 +1,6 @@
 """Small, strict readers for environment variables (12-factor settings)."""
 
+import base64
 import os
 import secrets
 from pathlib import Path
@@ -51,6 +52,23 @@ def local_secret_key(var_dir: Path) -> str:
     var_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(50)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
+
+
+def local_encryption_key(var_dir: Path) -> str:
+    """A per-checkout Fernet key for credentials at rest, generated once under var/ (production sets
+    FLEET_ENCRYPTION_KEYS instead)."""
+    path = var_dir / "encryption_key"
+    if path.exists():
+        return path.read_text().strip()
+    var_dir.mkdir(parents=True, exist_ok=True)
+    key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process of the same checkout wrote it first
+        return path.read_text().strip()
     with os.fdopen(fd, "w") as handle:
         handle.write(key)
     return key

@@ -1,8 +1,8 @@
 """Test settings: the embedded default unless DATABASE_URL / REDIS_URL point at real servers (CI sets them)."""
 
 from .base import *  # noqa: F403
-from .base import DATABASES, VAR_DIR
-from .env import env_bool
+from .base import DATABASES, FLEET_ENCRYPTION_KEYS, VAR_DIR
+from .env import env_bool, local_encryption_key
 
 SECRET_KEY = "test-only-not-secret"  # noqa: S105
 DEBUG = False
@@ -18,3 +18,4 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # started by a load test may ask for the shared cache production would use (Redis, or files under var/).
 if not env_bool("FLEET_TEST_SHARED_CACHE", False):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+FLEET_ENCRYPTION_KEYS = FLEET_ENCRYPTION_KEYS or [local_encryption_key(VAR_DIR)]

@@ -194,6 +194,7 @@ try {
     await shot("13-incident");
   }
   for (const [path, heading, name] of [["/incidents", "Incidents", "12-incidents"], ["/findings", "Findings", "07-findings"], ["/rules", "Rules", "08-rules-operator"],
+    ["/integrations", "Integrations", "08b-integrations"], ["/integrations/deliveries", "Delivery log", "08c-deliveries"],
     ["/enroll", "Enrol nodes", "09-enroll"]]) {
     await page.goto(`${BASE}${path}`);
     await page.getByRole("heading", { level: 1, name: heading }).waitFor();

@@ -280,3 +280,9 @@ def test_an_incident_id_that_is_not_a_number_is_a_404(operator_api, action):
     response = operator_api.post(f"/api/v1/incidents/null/{action}/", {}, format="json")
     assert response.status_code == 404
     assert response.json()["error"]["code"]
+
+
+def test_a_node_id_beyond_64_bits_is_a_404(operator_api):
+    response = operator_api.patch("/api/v1/node-remediation/54757769345512545557228677437407100928/", {},
+                                  format="json")
+    assert response.status_code == 404

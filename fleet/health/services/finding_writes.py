@@ -6,6 +6,7 @@ from datetime import datetime
 
 from ..choices import FindingState
 from ..models import Finding, HealthCondition
+from ..signals import findings_changed
 from .finding_content import finding_content
 from .hysteresis import ChangeSet
 
@@ -36,6 +37,9 @@ def cycle_changes_write(*, changes: ChangeSet, now: datetime) -> list[Finding]:
         Finding.objects.filter(pk__in=seen_again).update(last_seen=now)
     if rewrite:
         Finding.objects.bulk_update(rewrite, _REWRITE_FIELDS)
-    if changes.findings_new:
-        return Finding.objects.bulk_create(changes.findings_new)
-    return []
+    created = Finding.objects.bulk_create(changes.findings_new) if changes.findings_new else []
+    resolved = [f.pk for f in rewrite if f.state == FindingState.RESOLVED]
+    opened = [f.pk for f in created if f.pk is not None]
+    if opened or resolved:
+        findings_changed.send(sender=Finding, opened=opened, resolved=resolved, now=now)
+    return created

@@ -260,6 +260,8 @@ class NodeRemediationSettingsViewSet(AuditedModelViewSet):
     queryset = NodeRemediationSettings.objects.select_related("node")
     serializer_class = NodeRemediationSettingsSerializer
     lookup_field = "node"
+    # A node id is a 64-bit integer: anything longer is a 404 from the router, not an overflow in the database.
+    lookup_value_regex = r"[0-9]{1,18}"
     http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
     filterset_fields = ["node"]
 

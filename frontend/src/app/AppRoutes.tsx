@@ -2,13 +2,15 @@ import { Route, Routes } from "react-router";
 import { LoginPage } from "@/features/auth/components/LoginPage";
 import { EnrollPage } from "@/features/enrollment/components/EnrollPage";
 import { FindingsPage } from "@/features/findings/components/FindingsPage";
-import { IncidentDetailPage } from "@/features/incidents/components/IncidentDetailPage";
 import { IncidentsPage } from "@/features/incidents/components/IncidentsPage";
+import { DeliveryLogPage } from "@/features/integrations/components/DeliveryLogPage";
+import { IntegrationsPage } from "@/features/integrations/components/IntegrationsPage";
 import { NodesPage } from "@/features/nodes/components/NodesPage";
 import { RulesPage } from "@/features/rules/components/RulesPage";
 import { TokensPage } from "@/features/tokens/components/TokensPage";
 import { Layout } from "./Layout";
 import { RequireAuth } from "./RequireAuth";
+import { IncidentDetailRoute } from "./routes/IncidentDetailRoute";
 import { NodeDetailRoute } from "./routes/NodeDetailRoute";
 import { NotFoundRoute } from "./routes/NotFoundRoute";
 import { OverviewRoute } from "./routes/OverviewRoute";
@@ -24,10 +26,12 @@ export function AppRoutes() {
         <Route path="nodes/:nodeId" element={<NodeDetailRoute />} />
         <Route path="findings" element={<FindingsPage />} />
         <Route path="incidents" element={<IncidentsPage />} />
-        <Route path="incidents/:incidentId" element={<IncidentDetailPage />} />
+        <Route path="incidents/:incidentId" element={<IncidentDetailRoute />} />
         <Route path="rules" element={<RulesPage />} />
         <Route path="enroll" element={<EnrollPage />} />
         <Route path="tokens" element={<TokensPage />} />
+        <Route path="integrations" element={<IntegrationsPage />} />
+        <Route path="integrations/deliveries" element={<DeliveryLogPage />} />
         <Route path="*" element={<NotFoundRoute />} />
       </Route>
     </Routes>

@@ -11,6 +11,7 @@ const NAV = [
   { to: "/findings", label: "nav.findings", end: false },
   { to: "/incidents", label: "nav.incidents", end: false },
   { to: "/rules", label: "nav.rules", end: false },
+  { to: "/integrations", label: "nav.integrations", end: false },
   { to: "/enroll", label: "nav.enroll", end: false },
   { to: "/tokens", label: "nav.tokens", end: false },
 ] as const;

@@ -7,6 +7,7 @@ import { TriageChecklist } from "@/features/findings/components/TriageChecklist"
 import { findingTitle, isActive } from "@/features/findings/types/findings";
 import { NodeBillingPanel } from "@/features/billing/components/NodeBillingPanel";
 import { NodeRemediationPanel } from "@/features/incidents/components/NodeRemediationPanel";
+import { TicketsPanel } from "@/features/integrations/components/TicketsPanel";
 import { useNode } from "@/features/nodes/api/getNode";
 import { useNodeBoundary } from "@/features/nodes/api/getNodeBoundary";
 import { BoundaryMatrix, WhomToCall, type MatrixFinding } from "@/features/nodes/components/BoundaryMatrix";
@@ -99,6 +100,7 @@ export function NodeDetailRoute() {
         <ChangeLogPanel nodeId={id} />
         <EventsPanel nodeId={id} />
       </div>
+      <TicketsPanel of={{ node: id }} />
       <NodeBillingPanel nodeId={id} />
     </div>
   );

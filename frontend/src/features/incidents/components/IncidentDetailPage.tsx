@@ -1,6 +1,6 @@
 // One incident: what it is about, the boundary row and policy that chose its workflow, the plan with each step's
 // state (operators act on the current step), its findings and the append-only timeline.
-import { useState } from "react";
+import { useState, type ReactNode } from "react";
 import { useTranslation } from "react-i18next";
 import { Link, useParams } from "react-router";
 import { ApiError } from "@/shared/api/client";
@@ -143,7 +143,8 @@ function Timeline({ id }: { id: number }) {
   );
 }
 
-export function IncidentDetailPage() {
+/** `children` are panels the app adds from other features (the incident's external tickets). */
+export function IncidentDetailPage({ children }: { children?: ReactNode }) {
   const { t } = useTranslation();
   const { incidentId } = useParams();
   const id = Number(incidentId);
@@ -204,6 +205,7 @@ export function IncidentDetailPage() {
           </ul>
         )}
       </Panel>
+      {children}
       <Timeline id={incident.id} />
     </div>
   );
