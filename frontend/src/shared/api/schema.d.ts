@@ -8519,8 +8519,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
@@ -8541,8 +8540,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
@@ -8569,8 +8567,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
@@ -8590,8 +8587,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
