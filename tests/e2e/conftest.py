@@ -59,8 +59,9 @@ def _dist_is_stale() -> bool:
 
 
 @pytest.fixture
-def committed_db(transactional_db, seeded_catalog):
-    """Rows the live server can see (committed, not in a test transaction), with the seeded rule catalog."""
+def committed_db(transactional_db, seeded_remediation):
+    """Rows the live server can see (committed, not in a test transaction), with the seeded rule catalog and the
+    remediation workflows and policies (a transactional test's flush empties what migrations seeded)."""
 
 
 def _free_port() -> int:
