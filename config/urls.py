@@ -18,6 +18,7 @@ api_v1 = [
     path("", include("fleet.telemetry.api.urls")),
     path("", include("fleet.health.api.urls")),
     path("", include("fleet.billing.api.urls")),
+    path("", include("fleet.executors.api.urls")),
     path("", include(core_router.urls)),
 ]
 

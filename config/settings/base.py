@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "fleet.telemetry",
     "fleet.health",
     "fleet.billing",
+    "fleet.executors",
     "fleet.console",
 ]
 
@@ -201,7 +202,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    # asyncssh logs every connection and command at INFO: too much for a fleet, and commands are ours to log.
+    "loggers": {"django.db.backends": {"level": "INFO"}, "asyncssh": {"level": "WARNING"}},
 }
 
 # --- Product settings -----------------------------------------------------------------------------
@@ -217,6 +219,16 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
+# Executors (docs/executors.md). Fernet key(s) that encrypt stored SSH keys and executor credentials; the
+# embedded default generates one under var/, production must set it before storing any.
+FLEET_SECRETS_KEY = env_str("FLEET_SECRETS_KEY", "")
+SSH_CONNECT_TIMEOUT_S = env_int("SSH_CONNECT_TIMEOUT_S", 15)
+# An ssh-agent socket for hosts registered without a stored key ("use the agent").
+SSH_AUTH_SOCK = env_str("FLEET_SSH_AUTH_SOCK", "")
+SSH_BOOTSTRAP_CONCURRENCY = env_int("SSH_BOOTSTRAP_CONCURRENCY", 10)
+SSH_BOOTSTRAP_HOST_TIMEOUT_S = env_int("SSH_BOOTSTRAP_HOST_TIMEOUT_S", 600)
+# Where operator-installed hooks live on SSH hosts (the agent uses the same directory on its node).
+SSH_HOOKS_DIR = env_str("SSH_HOOKS_DIR", "/etc/fleet-agent/hooks")
 
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

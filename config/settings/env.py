@@ -1,5 +1,6 @@
 """Small, strict readers for environment variables (12-factor settings)."""
 
+import base64
 import os
 import secrets
 from pathlib import Path
@@ -50,6 +51,19 @@ def local_secret_key(var_dir: Path) -> str:
         return path.read_text().strip()
     var_dir.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(50)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
+
+
+def local_fernet_key(var_dir: Path) -> str:
+    """A per-checkout FLEET_SECRETS_KEY for the embedded default, generated once under var/ (mode 0600)."""
+    path = var_dir / "secrets_key"
+    if path.exists():
+        return path.read_text().strip()
+    var_dir.mkdir(parents=True, exist_ok=True)
+    key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(key)

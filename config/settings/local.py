@@ -2,7 +2,8 @@
 
 from .base import *  # noqa: F403
 from .base import VAR_DIR
-from .env import env_bool, env_str, local_secret_key
+from .env import env_bool, env_str, local_fernet_key, local_secret_key
 
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR)
+FLEET_SECRETS_KEY = env_str("FLEET_SECRETS_KEY") or local_fernet_key(VAR_DIR)

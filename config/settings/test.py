@@ -4,6 +4,8 @@ from .base import *  # noqa: F403
 from .base import DATABASES, VAR_DIR
 
 SECRET_KEY = "test-only-not-secret"  # noqa: S105
+# A fixed Fernet key, so child processes (a worker, gunicorn) read what the test process stored.
+FLEET_SECRETS_KEY = "dGVzdC1vbmx5LWZsZWV0LXNlY3JldHMta2V5LTMyYiE="  # noqa: S105
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -16,3 +16,13 @@ def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
     with running(command, log=log, ready=lambda: log.exists() and b"ready." in log.read_bytes(),
                  what="celery worker") as proc:
         yield proc
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """A real OpenSSH sshd on a high port of 127.0.0.1 (tests/sshd.py)."""
+    from tests.sshd import start_sshd, stop_sshd
+
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    stop_sshd(server)

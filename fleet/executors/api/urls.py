@@ -1,0 +1,11 @@
+from rest_framework.routers import SimpleRouter
+
+from .views import BootstrapRunViewSet, SSHActionViewSet, SSHHostViewSet, SSHKeyViewSet
+
+router = SimpleRouter()
+router.register("ssh-keys", SSHKeyViewSet)
+router.register("ssh-hosts", SSHHostViewSet)
+router.register("ssh-actions", SSHActionViewSet)
+router.register("ssh-bootstraps", BootstrapRunViewSet)
+
+urlpatterns = router.urls

@@ -1,0 +1,45 @@
+from django.db import models
+
+
+class HostKeyState(models.TextChoices):
+    """Where an SSH host's key stands. Only `trusted` hosts are ever connected to for commands."""
+
+    UNKNOWN = "unknown", "Not scanned yet"
+    PENDING = "pending", "Waiting for an operator to confirm the fingerprint"
+    TRUSTED = "trusted", "Pinned (confirmed by an operator)"
+    CHANGED = "changed", "Changed since it was pinned"
+
+
+class BootstrapState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    CONNECTING = "connecting", "Connecting"
+    CHECKING = "checking", "Checking what is installed"
+    INSTALLING = "installing", "Running install.sh"
+    DONE = "done", "Installed"
+    UP_TO_DATE = "up_to_date", "Already installed"
+    FAILED = "failed", "Failed"
+
+
+BOOTSTRAP_FINISHED = frozenset({BootstrapState.DONE, BootstrapState.UP_TO_DATE, BootstrapState.FAILED})
+
+
+class RunState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    FINISHED = "finished", "Finished"
+
+
+class SSHActionKind(models.TextChoices):
+    """What an operator (or a remediation step) runs on a host over SSH."""
+
+    DIAGNOSE = "diagnose", "Collect remote diagnostics"
+    REBOOT = "reboot", "Reboot"
+    GPU_RESET = "gpu_reset", "Reset a GPU"
+    RUN_HOOK = "run_hook", "Run a hook"
+
+
+class SSHActionState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
