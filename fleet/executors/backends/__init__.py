@@ -1,5 +1,8 @@
-"""The executors this app installs into the remediation engine's registry."""
+"""The executors this app installs into the remediation engine's registry (from `ExecutorsConfig.ready`)."""
 
 
 def register_all() -> None:
-    return None
+    from ..interface import register
+    from .ssh import SSHExecutor
+
+    register(SSHExecutor())
