@@ -43,3 +43,27 @@ class SSHActionState(models.TextChoices):
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+
+
+class AgentActionKind(models.TextChoices):
+    """What the reports response may ask a node's agent to run (`fleet_agent.protocol.ACTION_KINDS`)."""
+
+    COLLECT_EVIDENCE = "collect_evidence", "Collect evidence"
+    VERIFY = "verify", "Run the smoke test"
+    GPU_RESET = "gpu_reset", "Reset a GPU"
+    REBOOT = "reboot", "Reboot"
+    RUN_HOOK = "run_hook", "Run a hook"
+
+
+class AgentActionState(models.TextChoices):
+    PENDING = "pending", "Waiting for the node's next report"
+    DELIVERED = "delivered", "Handed to the node"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    REFUSED = "refused", "Refused by the node"
+    EXPIRED = "expired", "Expired before it ran"
+    INTERRUPTED = "interrupted", "Interrupted (not run again)"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+AGENT_ACTION_OPEN = frozenset({AgentActionState.PENDING, AgentActionState.DELIVERED})

@@ -1,8 +1,18 @@
+import uuid
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from .choices import BootstrapState, HostKeyState, RunState, SSHActionKind, SSHActionState
+from .choices import (
+    AgentActionKind,
+    AgentActionState,
+    BootstrapState,
+    HostKeyState,
+    RunState,
+    SSHActionKind,
+    SSHActionState,
+)
 
 
 class SSHKey(models.Model):
@@ -124,3 +134,41 @@ class SSHAction(models.Model):
     class Meta:
         ordering = ["-requested_at", "-id"]
         verbose_name = "SSH action"
+
+
+class AgentAction(models.Model):
+    """An action for a node's agent, delivered in the answer to its reports (no inbound port on the node) and
+    answered in a later report. The node decides whether it runs it (its own allow-list) and runs it at most once;
+    the server keeps handing it out until an outcome comes back or it expires."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    node = models.ForeignKey("inventory.Node", on_delete=models.CASCADE, related_name="agent_actions")
+    kind = models.CharField(max_length=20, choices=AgentActionKind.choices)
+    params = models.JSONField(default=dict, blank=True)
+    not_after = models.DateTimeField(help_text="The node refuses it after this moment")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    incident_key = models.CharField(max_length=64, blank=True)
+    requested_by = models.CharField(max_length=150, blank=True)
+    state = models.CharField(max_length=16, choices=AgentActionState.choices, default=AgentActionState.PENDING)
+    boot_id_before = models.CharField(max_length=64, blank=True, help_text="reboot: the node's boot before it")
+    created_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    deliveries = models.PositiveIntegerField(default=0)
+    # The outcome, as the node reported it (claims of the node, shown as such).
+    exit_status = models.IntegerField(null=True, blank=True)
+    message = models.CharField(max_length=4096, blank=True)
+    stdout_tail = models.TextField(blank=True)
+    stderr_tail = models.TextField(blank=True)
+    evidence = models.JSONField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    reported_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["node", "state"], name="agentaction_open_by_node",
+                                condition=models.Q(state__in=["pending", "delivered"]))]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.node_id} ({self.state})"

@@ -3,7 +3,7 @@ from rest_framework import serializers
 from fleet.inventory.models import Node, Pool
 from fleet_agent.protocol import ACTION_KINDS
 
-from ..models import BootstrapHost, BootstrapRun, SSHAction, SSHHost, SSHKey
+from ..models import AgentAction, BootstrapHost, BootstrapRun, SSHAction, SSHHost, SSHKey
 
 
 class SSHKeySerializer(serializers.ModelSerializer):
@@ -146,3 +146,22 @@ class BootstrapRunSerializer(serializers.ModelSerializer):
         for row in run.hosts.all():
             counts[row.state] = counts.get(row.state, 0) + 1
         return counts
+
+
+class AgentActionSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    node_hostname = serializers.CharField(source="node.hostname", read_only=True)
+
+    class Meta:
+        model = AgentAction
+        fields = ["id", "node", "node_hostname", "kind", "params", "state", "not_after", "incident_key",
+                  "requested_by", "created_at", "delivered_at", "deliveries", "exit_status", "message",
+                  "stdout_tail", "stderr_tail", "evidence", "duration_s", "started_at", "finished_at", "reported_at"]
+        read_only_fields = fields
+
+
+class AgentActionCreateSerializer(serializers.Serializer):
+    node = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all())
+    kind = serializers.CharField(max_length=20)
+    params = serializers.DictField(required=False, default=dict)
+    ttl_s = serializers.IntegerField(min_value=30, max_value=7 * 86400, required=False, default=3600)

@@ -1,8 +1,9 @@
 from rest_framework.routers import SimpleRouter
 
-from .views import BootstrapRunViewSet, SSHActionViewSet, SSHHostViewSet, SSHKeyViewSet
+from .views import AgentActionViewSet, BootstrapRunViewSet, SSHActionViewSet, SSHHostViewSet, SSHKeyViewSet
 
 router = SimpleRouter()
+router.register("agent-actions", AgentActionViewSet)
 router.register("ssh-keys", SSHKeyViewSet)
 router.register("ssh-hosts", SSHHostViewSet)
 router.register("ssh-actions", SSHActionViewSet)

@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 from django.db import transaction
 from django.db.models import Count, Prefetch
 from drf_spectacular.utils import extend_schema
@@ -10,7 +12,8 @@ from fleet.accounts.choices import Role
 from fleet.telemetry.api.views import public_url
 
 from ..choices import SSHActionKind
-from ..models import BootstrapHost, BootstrapRun, SSHAction, SSHHost, SSHKey
+from ..models import AgentAction, BootstrapHost, BootstrapRun, SSHAction, SSHHost, SSHKey
+from ..services.agent_actions import agent_action_cancel, agent_action_request
 from ..services.bootstrap import BootstrapOptions, bootstrap_create
 from ..services.ssh_actions import ssh_action_request
 from ..services.ssh_hosts import (
@@ -24,6 +27,8 @@ from ..services.ssh_hosts import (
     ssh_key_import,
 )
 from .serializers import (
+    AgentActionCreateSerializer,
+    AgentActionSerializer,
     BootstrapCreateSerializer,
     BootstrapRunSerializer,
     ConfirmHostKeySerializer,
@@ -174,3 +179,31 @@ class BootstrapRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixi
             transaction.on_commit(lambda: bootstrap_run.delay(run.pk))
         return Response(BootstrapRunSerializer(self.get_queryset().get(pk=run.pk)).data,
                         status=status.HTTP_202_ACCEPTED)
+
+
+class AgentActionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+    with the answer to its next report, answered by a later report. Operators only: outcomes carry node output."""
+
+    queryset = AgentAction.objects.select_related("node")
+    serializer_class = AgentActionSerializer
+    read_role = Role.OPERATOR
+    lookup_field = "public_id"
+    lookup_url_kwarg = "pk"
+    filterset_fields = ["node", "kind", "state", "incident_key"]
+    ordering_fields = ["created_at", "reported_at"]
+
+    @extend_schema(request=AgentActionCreateSerializer, responses={201: AgentActionSerializer})
+    def create(self, request):
+        body = AgentActionCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        action, _ = agent_action_request(node=data["node"], kind=data["kind"], params=data["params"],
+                                         actor=request.user, ttl=timedelta(seconds=data["ttl_s"]))
+        return Response(AgentActionSerializer(action).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=AgentActionSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        return Response(AgentActionSerializer(agent_action_cancel(action=self.get_object(),
+                                                                  actor=request.user)).data)

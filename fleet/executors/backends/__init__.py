@@ -3,6 +3,8 @@
 
 def register_all() -> None:
     from ..interface import register
+    from .agent import AgentExecutor
     from .ssh import SSHExecutor
 
+    register(AgentExecutor())
     register(SSHExecutor())

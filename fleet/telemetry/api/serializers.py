@@ -64,6 +64,8 @@ class ReportAckSerializer(serializers.Serializer):
     agent_instance_id = serializers.CharField()
     accepted = serializers.IntegerField()
     duplicates = serializers.IntegerField()
+    actions = serializers.ListField(child=serializers.DictField(), required=False,
+                                    help_text="Open actions for this node, signed (docs/executors.md); absent if none")
 
 
 class GPUStatusSerializer(serializers.ModelSerializer):

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from fleet.accounts.choices import Role
 from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
+from fleet.executors.services.agent_actions import agent_action_exchange
 from fleet.inventory.models import GPU, Node
 
 from .. import metrics
@@ -176,9 +177,12 @@ class ReportsView(APIView):
         except ValueError as exc:
             metrics.reports_rejected("invalid")
             raise ValidationError({"reports": [str(exc)]}) from None
+        # The action channel (docs/executors.md): outcomes in the batch are recorded, open actions ride the answer.
+        actions = agent_action_exchange(node_id=request.user.node_id, credential_id=request.user.credential_id,
+                                        reports=reports, now=now)
         metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
         return Response({"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
-                         "accepted": result.accepted, "duplicates": result.duplicates})
+                         "accepted": result.accepted, "duplicates": result.duplicates, **actions})
 
 
 class NodeTelemetryViewSet(viewsets.GenericViewSet):
