@@ -67,3 +67,12 @@ class AgentActionState(models.TextChoices):
 
 
 AGENT_ACTION_OPEN = frozenset({AgentActionState.PENDING, AgentActionState.DELIVERED})
+
+
+class ConfiguredExecutor(models.TextChoices):
+    """Executors that need per-pool settings (the agent and SSH executors need none)."""
+
+    SLURM = "slurm", "Slurm"
+    KUBERNETES = "kubernetes", "Kubernetes"
+    AWS = "aws", "AWS"
+    WEBHOOK = "webhook", "Signed webhook"

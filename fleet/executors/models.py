@@ -8,6 +8,7 @@ from .choices import (
     AgentActionKind,
     AgentActionState,
     BootstrapState,
+    ConfiguredExecutor,
     HostKeyState,
     RunState,
     SSHActionKind,
@@ -172,3 +173,26 @@ class AgentAction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.node_id} ({self.state})"
+
+
+class ExecutorConfig(models.Model):
+    """How one executor reaches a pool's scheduler or cloud: settings (validated per executor) and, where one is
+    needed, a secret (API token, secret access key, webhook signing secret), encrypted and never shown."""
+
+    pool = models.ForeignKey("inventory.Pool", on_delete=models.CASCADE, related_name="executor_configs")
+    executor = models.CharField(max_length=16, choices=ConfiguredExecutor.choices)
+    settings = models.JSONField(default=dict, blank=True)
+    secret_encrypted = models.BinaryField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pool_id", "executor"]
+        constraints = [models.UniqueConstraint(fields=["pool", "executor"], name="executor_config_once_per_pool")]
+
+    def __str__(self) -> str:
+        return f"{self.executor} for {self.pool}"
+
+    @property
+    def has_secret(self) -> bool:
+        return bool(self.secret_encrypted)

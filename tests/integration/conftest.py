@@ -26,3 +26,13 @@ def sshd(tmp_path_factory):
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     stop_sshd(server)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A real one-node Slurm cluster (tests/slurm.py)."""
+    from tests.slurm import start_slurm, stop_slurm
+
+    cluster = start_slurm(tmp_path_factory.mktemp("slurm"))
+    yield cluster
+    stop_slurm(cluster)

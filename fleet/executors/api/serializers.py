@@ -3,7 +3,7 @@ from rest_framework import serializers
 from fleet.inventory.models import Node, Pool
 from fleet_agent.protocol import ACTION_KINDS
 
-from ..models import AgentAction, BootstrapHost, BootstrapRun, SSHAction, SSHHost, SSHKey
+from ..models import AgentAction, BootstrapHost, BootstrapRun, ExecutorConfig, SSHAction, SSHHost, SSHKey
 
 
 class SSHKeySerializer(serializers.ModelSerializer):
@@ -165,3 +165,18 @@ class AgentActionCreateSerializer(serializers.Serializer):
     kind = serializers.CharField(max_length=20)
     params = serializers.DictField(required=False, default=dict)
     ttl_s = serializers.IntegerField(min_value=30, max_value=7 * 86400, required=False, default=3600)
+
+
+class ExecutorConfigSerializer(serializers.ModelSerializer):
+    pool_name = serializers.CharField(source="pool.name", read_only=True)
+    has_secret = serializers.BooleanField(read_only=True)
+    secret = serializers.CharField(write_only=True, required=False, allow_blank=False, trim_whitespace=False,
+                                   help_text="API token / secret access key / signing secret; write-only")
+    settings = serializers.JSONField()
+
+    class Meta:
+        model = ExecutorConfig
+        fields = ["id", "pool", "pool_name", "executor", "settings", "secret", "has_secret", "created_at",
+                  "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+        validators: list = []  # one per pool and executor: the service says so, naming the field

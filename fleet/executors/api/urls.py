@@ -1,9 +1,17 @@
 from rest_framework.routers import SimpleRouter
 
-from .views import AgentActionViewSet, BootstrapRunViewSet, SSHActionViewSet, SSHHostViewSet, SSHKeyViewSet
+from .views import (
+    AgentActionViewSet,
+    BootstrapRunViewSet,
+    ExecutorConfigViewSet,
+    SSHActionViewSet,
+    SSHHostViewSet,
+    SSHKeyViewSet,
+)
 
 router = SimpleRouter()
 router.register("agent-actions", AgentActionViewSet)
+router.register("executor-configs", ExecutorConfigViewSet)
 router.register("ssh-keys", SSHKeyViewSet)
 router.register("ssh-hosts", SSHHostViewSet)
 router.register("ssh-actions", SSHActionViewSet)

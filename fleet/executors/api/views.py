@@ -12,9 +12,10 @@ from fleet.accounts.choices import Role
 from fleet.telemetry.api.views import public_url
 
 from ..choices import SSHActionKind
-from ..models import AgentAction, BootstrapHost, BootstrapRun, SSHAction, SSHHost, SSHKey
+from ..models import AgentAction, BootstrapHost, BootstrapRun, ExecutorConfig, SSHAction, SSHHost, SSHKey
 from ..services.agent_actions import agent_action_cancel, agent_action_request
 from ..services.bootstrap import BootstrapOptions, bootstrap_create
+from ..services.executor_configs import executor_config_delete, executor_config_save
 from ..services.ssh_actions import ssh_action_request
 from ..services.ssh_hosts import (
     ssh_host_confirm,
@@ -32,6 +33,7 @@ from .serializers import (
     BootstrapCreateSerializer,
     BootstrapRunSerializer,
     ConfirmHostKeySerializer,
+    ExecutorConfigSerializer,
     GPUResetSerializer,
     RebootSerializer,
     RunHookSerializer,
@@ -207,3 +209,31 @@ class AgentActionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     def cancel(self, request, pk=None):
         return Response(AgentActionSerializer(agent_action_cancel(action=self.get_object(),
                                                                   actor=request.user)).data)
+
+
+class ExecutorConfigViewSet(viewsets.ModelViewSet):
+    """How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+    (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`)."""
+
+    queryset = ExecutorConfig.objects.select_related("pool")
+    serializer_class = ExecutorConfigSerializer
+    read_role = Role.OPERATOR
+    write_role = Role.ADMIN
+    filterset_fields = ["pool", "executor"]
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = executor_config_save(actor=self.request.user, pool=data["pool"],
+                                                   executor=data["executor"], settings=data["settings"],
+                                                   secret=data.get("secret"))
+
+    def perform_update(self, serializer):
+        instance = serializer.instance
+        data = serializer.validated_data
+        serializer.instance = executor_config_save(
+            actor=self.request.user, pool=data.get("pool", instance.pool),
+            executor=data.get("executor", instance.executor), settings=data.get("settings", instance.settings),
+            secret=data.get("secret"), instance=instance)
+
+    def perform_destroy(self, instance):
+        executor_config_delete(actor=self.request.user, config=instance)

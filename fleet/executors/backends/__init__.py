@@ -4,7 +4,9 @@
 def register_all() -> None:
     from ..interface import register
     from .agent import AgentExecutor
+    from .slurm import SlurmExecutor
     from .ssh import SSHExecutor
 
     register(AgentExecutor())
     register(SSHExecutor())
+    register(SlurmExecutor())

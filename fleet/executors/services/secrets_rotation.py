@@ -5,10 +5,11 @@ from __future__ import annotations
 from django.db import transaction
 
 from .. import secrets
-from ..models import BootstrapRun, SSHKey
+from ..models import BootstrapRun, ExecutorConfig, SSHKey
 
 # (model, field) of every encrypted column; a new one is added here.
-ENCRYPTED_FIELDS = [(SSHKey, "private_key_encrypted"), (BootstrapRun, "token_encrypted")]
+ENCRYPTED_FIELDS = [(SSHKey, "private_key_encrypted"), (BootstrapRun, "token_encrypted"),
+                    (ExecutorConfig, "secret_encrypted")]
 
 
 def secrets_rotate() -> dict[str, int]:
