@@ -76,3 +76,12 @@ class ConfiguredExecutor(models.TextChoices):
     KUBERNETES = "kubernetes", "Kubernetes"
     AWS = "aws", "AWS"
     WEBHOOK = "webhook", "Signed webhook"
+
+
+class ExternalState(models.TextChoices):
+    """A request an executor makes outside (a cloud API call, a webhook to the user's provisioning system)."""
+
+    PENDING = "pending", "Recorded, not yet accepted"
+    ACCEPTED = "accepted", "Accepted; waiting for the callback"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"

@@ -95,6 +95,7 @@ REBOOT = "reboot"
 VERIFY = "verify"
 RETURN_TO_SERVICE = "return_to_service"
 REQUEST_REPLACEMENT = "request_replacement"
+ROLLBACK_STACK = "rollback_stack"
 # What a step waits for (the engine's `WaitingOn` values).
 WAITING_OPERATOR = "operator"
 WAITING_EXECUTOR = "executor"

@@ -9,6 +9,7 @@ from .choices import (
     AgentActionState,
     BootstrapState,
     ConfiguredExecutor,
+    ExternalState,
     HostKeyState,
     RunState,
     SSHActionKind,
@@ -196,3 +197,29 @@ class ExecutorConfig(models.Model):
     @property
     def has_secret(self) -> bool:
         return bool(self.secret_encrypted)
+
+
+class ExternalRequest(models.Model):
+    """One request an executor made outside the fleet: an AWS replacement or a signed webhook. Recorded under the
+    step's idempotency key before it is sent, so a retried step never asks twice; a webhook's receiver completes
+    it through the signed callback URL."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    executor = models.CharField(max_length=16, choices=ConfiguredExecutor.choices)
+    kind = models.CharField(max_length=32, help_text="The remediation step kind")
+    node = models.ForeignKey("inventory.Node", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    pool = models.ForeignKey("inventory.Pool", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    incident_key = models.CharField(max_length=64, blank=True)
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    state = models.CharField(max_length=16, choices=ExternalState.choices, default=ExternalState.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    payload = models.JSONField(default=dict, blank=True, help_text="What was sent (no secrets)")
+    detail = models.JSONField(default=dict, blank=True, help_text="What came back")
+    message = models.CharField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

@@ -1,8 +1,10 @@
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from .views import (
     AgentActionViewSet,
     BootstrapRunViewSet,
+    ExecutorCallbackView,
     ExecutorConfigViewSet,
     SSHActionViewSet,
     SSHHostViewSet,
@@ -17,4 +19,7 @@ router.register("ssh-hosts", SSHHostViewSet)
 router.register("ssh-actions", SSHActionViewSet)
 router.register("ssh-bootstraps", BootstrapRunViewSet)
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("executor-callbacks/<uuid:public_id>", ExecutorCallbackView.as_view(), name="executor-callback"),
+    *router.urls,
+]

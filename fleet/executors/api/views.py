@@ -3,10 +3,11 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Count, Prefetch
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from fleet.accounts.choices import Role
 from fleet.telemetry.api.views import public_url
@@ -27,6 +28,7 @@ from ..services.ssh_hosts import (
     ssh_key_generate,
     ssh_key_import,
 )
+from ..services.webhook import webhook_callback
 from .serializers import (
     AgentActionCreateSerializer,
     AgentActionSerializer,
@@ -237,3 +239,20 @@ class ExecutorConfigViewSet(viewsets.ModelViewSet):
 
     def perform_destroy(self, instance):
         executor_config_delete(actor=self.request.user, config=instance)
+
+
+class ExecutorCallbackView(APIView):
+    """Where a webhook's receiver reports back (signed with the pool's webhook secret; see docs/executors.md)."""
+
+    authentication_classes: list = []
+    permission_classes = [permissions.AllowAny]
+    parser_classes: list = []
+
+    @extend_schema(request={"application/json": {"type": "object", "description": '{"status": "in_progress | done '
+                                                 '| failed", "message": "…", "replacement": {…}}, signed: '
+                                                 'X-Fleet-Signature: t=<unix>,v1=<hex HMAC-SHA256>'}},
+                   responses={200: {"type": "object"}}, auth=[])
+    def post(self, request, public_id):
+        result = webhook_callback(public_id=str(public_id), body=request.body,
+                                  signature=request.headers.get("X-Fleet-Signature", ""))
+        return Response({"id": str(result.public_id), "state": result.state})

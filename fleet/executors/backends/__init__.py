@@ -4,9 +4,13 @@
 def register_all() -> None:
     from ..interface import register
     from .agent import AgentExecutor
+    from .aws import AWSExecutor
     from .slurm import SlurmExecutor
     from .ssh import SSHExecutor
+    from .webhook import WebhookExecutor
 
     register(AgentExecutor())
     register(SSHExecutor())
     register(SlurmExecutor())
+    register(AWSExecutor())
+    register(WebhookExecutor())
