@@ -5,6 +5,7 @@ def register_all() -> None:
     from ..interface import register
     from .agent import AgentExecutor
     from .aws import AWSExecutor
+    from .kubernetes import KubernetesExecutor
     from .slurm import SlurmExecutor
     from .ssh import SSHExecutor
     from .webhook import WebhookExecutor
@@ -14,3 +15,4 @@ def register_all() -> None:
     register(SlurmExecutor())
     register(AWSExecutor())
     register(WebhookExecutor())
+    register(KubernetesExecutor())
