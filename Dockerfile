@@ -25,4 +25,7 @@ RUN export SECRET_KEY=build-only-$(python -c 'import secrets; print(secrets.toke
     && python manage.py build_agent_wheels --with-deps
 USER fleet
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4", "--access-logfile", "-"]
+# --backlog bounds the kernel's accept queue (memory); what bounds the wait is the shedding middleware in
+# config/wsgi.py (503 + Retry-After for a request that waited too long, docs/telemetry.md).
+CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4", "--backlog", "1024", \
+     "--access-logfile", "-"]

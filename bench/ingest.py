@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest.py --agents 64 --seconds 20               # saturation (closed loop)
     .venv/bin/python bench/ingest.py --agents 64 --threads 32 --rate 200    # agents on a schedule (open loop)
+    .venv/bin/python bench/ingest.py --overload 3                           # 3x capacity: shedding (503s)
 
 Creates a scratch database (`fleet_bench` on the local PostgreSQL unless --database-url), migrates,
 enrols N nodes, starts gunicorn, and drives it from client threads that each play a share of the agents:
@@ -13,9 +14,17 @@ PostgreSQL and the client (from /proc, so Linux only).
 Closed loop finds the most the server does, with every request queued behind others (so latency is at
 its worst). Open loop (--rate) sends on a fixed schedule the way a fleet does and charges late answers
 from the scheduled time; the highest rate whose p99 stays under the target is the sustainable one.
+
+Overload (--overload K) first measures capacity in closed loop (--calibrate-seconds), then offers K times that
+rate in open loop for --seconds from one asyncio client (a new connection per request, as agents make, and
+the agent's 10-s timeout), so the offered rate holds however slow the answers get. It reports served requests
+(200) and shed ones (503 + Retry-After) separately, with their latencies from the scheduled send time, and
+the requests that got no answer within the agent's timeout. --no-shed turns the server's shedding off (the
+"before" figure); --rate with --overload fixes the offered rate instead, so that two runs compare on a busy box.
 """
 
 import argparse
+import asyncio
 import gzip
 import http.client
 import json
@@ -168,6 +177,18 @@ def _healthz(host, port, seconds, threads):
     return count[0] / seconds
 
 
+def _warm_up(args, agents) -> None:
+    """Not measured: every worker compiles the report schema and opens its database connection on its first
+    report, and the tables and indexes get cached, as on a server that has been up a while."""
+    warm_lock = threading.Lock()
+    warm = [threading.Thread(target=_worker, args=("127.0.0.1", args.port, agents[i::4], time.perf_counter() + 3,
+                                                   [], [], warm_lock, args.gzip, 1)) for i in range(4)]
+    for t in warm:
+        t.start()
+    for t in warm:
+        t.join()
+
+
 def _cpu_seconds(match) -> float:
     """CPU time (user + system) of the live processes whose command line matches; Linux /proc only."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -183,6 +204,115 @@ def _cpu_seconds(match) -> float:
     return total
 
 
+AGENT_TIMEOUT_S = 10.0  # fleet_agent.client.DEFAULT_TIMEOUT_S
+
+
+def _requests_for(agents, count: int, host: str, port: int) -> list[bytes]:
+    """`count` whole HTTP requests (gzip, like the agent), built before the measured phase so that the client
+    spends the run on I/O only."""
+    out = []
+    for i in range(count):
+        agent = agents[i % len(agents)]
+        body = gzip.compress(orjson.dumps({"reports": [agent.next_report()]}), 1)
+        head = (f"POST /api/v1/agent/reports HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Authorization: Node {agent.credential}\r\nContent-Type: application/json\r\n"
+                f"Content-Encoding: gzip\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+        out.append(head.encode() + body)
+    return out
+
+
+async def _exchange(host: str, port: int, payload: bytes) -> object:
+    """One request on a new connection, as an agent sends it: its status, or what went wrong within the agent's
+    timeout."""
+    try:
+        async with asyncio.timeout(AGENT_TIMEOUT_S):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(payload)
+            data = await reader.read()  # the server closes after the answer (Connection: close)
+            writer.close()
+        return int(data[9:12]) if data.startswith(b"HTTP/1.") else "bad answer"
+    except TimeoutError:
+        return "timeout"
+    except OSError:
+        return "connection error"
+
+
+async def _closed_loop(host: str, port: int, payloads: list[bytes], concurrency: int, seconds: float) -> list[float]:
+    """`concurrency` clients each sending the next payload as soon as they have an answer; latencies of the 200s."""
+    latencies: list[float] = []
+    pending = iter(payloads)
+    deadline = time.perf_counter() + seconds
+
+    async def client() -> None:
+        for payload in pending:
+            if time.perf_counter() >= deadline:
+                return
+            started = time.perf_counter()
+            if await _exchange(host, port, payload) == 200:
+                latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return latencies
+
+
+async def _open_loop(host: str, port: int, payloads: list[bytes], rate: float) -> list[tuple[object, float]]:
+    """Send payload i at start + i/rate whatever happened to earlier ones; (status or error, seconds from the
+    scheduled time to the answer) per request."""
+    results: list[tuple[object, float]] = []
+
+    async def one(payload: bytes, scheduled: float) -> None:
+        status = await _exchange(host, port, payload)
+        results.append((status, time.perf_counter() - scheduled))
+
+    loop_start = time.perf_counter() + 0.2
+    tasks = []
+    for i, payload in enumerate(payloads):
+        scheduled = loop_start + i / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(payload, scheduled)))
+    await asyncio.gather(*tasks)
+    return results
+
+
+def _quantiles_ms(values: list[float]) -> dict:
+    if len(values) < 2:
+        return {"p50_ms": None, "p99_ms": None, "max_ms": round(max(values) * 1000, 1) if values else None}
+    q = statistics.quantiles(values, n=100)
+    return {"p50_ms": round(q[49] * 1000, 1), "p99_ms": round(q[98] * 1000, 1), "max_ms": round(max(values) * 1000, 1)}
+
+
+def _overload(args, agents) -> dict:
+    """Closed loop to find capacity, then `args.overload` times that rate in open loop. Both from the same
+    asyncio client with requests built beforehand, so the client's own CPU does not cap the capacity found."""
+    calibration = _requests_for(agents, int(600 * args.calibrate_seconds), "127.0.0.1", args.port)
+    started = time.perf_counter()
+    latencies = asyncio.run(_closed_loop("127.0.0.1", args.port, calibration, args.threads, args.calibrate_seconds))
+    capacity = len(latencies) / (time.perf_counter() - started)
+    rate = args.rate or capacity * args.overload  # --rate fixes the offered rate (the same for runs to compare)
+    payloads = _requests_for(agents, int(rate * args.seconds), "127.0.0.1", args.port)
+    time.sleep(2)  # let the queue from the calibration drain
+    started = time.perf_counter()
+    results = asyncio.run(_open_loop("127.0.0.1", args.port, payloads, rate))
+    elapsed = time.perf_counter() - started
+    served = [t for status, t in results if status == 200]
+    shed = [t for status, t in results if status == 503]
+    other: dict = {}
+    for status, _ in results:
+        if status not in (200, 503):
+            other[str(status)] = other.get(str(status), 0) + 1
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(), "agents": args.agents,
+        "gunicorn_workers": args.workers, "shedding": not args.no_shed,
+        "capacity_requests_per_s": round(capacity, 1), "closed_loop_p99_ms": _quantiles_ms(latencies)["p99_ms"],
+        "offered_requests_per_s": round(rate, 1), "requests": len(results), "seconds": round(elapsed, 1),
+        "served": len(served), "served_per_s": round(len(served) / elapsed, 1), "served_latency": _quantiles_ms(served),
+        "served_over_agent_timeout": sum(1 for t in served if t > AGENT_TIMEOUT_S),
+        "shed_503": len(shed), "shed_latency": _quantiles_ms(shed), "no_answer_or_other": other,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=64)
@@ -196,6 +326,10 @@ def main() -> None:
                              "0 = closed loop: each client thread sends as soon as it has an answer (saturation)")
     parser.add_argument("--batch", type=int, default=1,
                         help="reports per request (1 = steady state; more = a spool flushing after an outage)")
+    parser.add_argument("--overload", type=float, default=0,
+                        help="offer this multiple of the measured capacity in open loop (asyncio client)")
+    parser.add_argument("--calibrate-seconds", type=float, default=8, help="closed-loop capacity run before --overload")
+    parser.add_argument("--no-shed", action="store_true", help="turn the server's overload shedding off")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14", help="cache for rate limits")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/fleet_bench")
     args = parser.parse_args()
@@ -210,8 +344,11 @@ def main() -> None:
     env = {**os.environ, "DATABASE_URL": args.database_url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
            "FLEET_VAR_DIR": str(var_dir), "AGENT_RATE_LIMIT": "100000/min", "LOG_LEVEL": "WARNING",
            "DEBUG": "false", "REDIS_URL": args.redis_url}
+    if args.no_shed:
+        env["WEB_QUEUE_MAX_MS"] = "0"
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{args.port}",
-                               "--workers", str(args.workers), "--log-level", "warning"], cwd=ROOT, env=env)
+                               "--workers", str(args.workers), "--backlog", "1024", "--log-level", "warning"],
+                              cwd=ROOT, env=env)
     try:
         for _ in range(100):
             try:
@@ -219,21 +356,17 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.2)
+        if args.overload:
+            _warm_up(args, agents)
+            print(json.dumps(_overload(args, agents), indent=2))
+            return
         web = (lambda cmd: "gunicorn" in cmd and "config.wsgi" in cmd)  # noqa: E731
         database = (lambda cmd: cmd.startswith("postgres"))  # noqa: E731
         healthz_seconds = min(5.0, args.seconds)
         web_cpu = _cpu_seconds(web)
         baseline = _healthz("127.0.0.1", args.port, healthz_seconds, args.threads)
         healthz_web_cpu = (_cpu_seconds(web) - web_cpu) / max(baseline * healthz_seconds, 1)
-        # Warm-up, not measured: every worker compiles the report schema and opens its database connection on
-        # its first report, and the tables and indexes get cached, as on a server that has been up a while.
-        warm_lock = threading.Lock()
-        warm = [threading.Thread(target=_worker, args=("127.0.0.1", args.port, agents[i::4], time.perf_counter() + 3,
-                                                       [], [], warm_lock, args.gzip, 1)) for i in range(4)]
-        for t in warm:
-            t.start()
-        for t in warm:
-            t.join()
+        _warm_up(args, agents)
         latencies: list[float] = []
         errors: list = []
         lock = threading.Lock()

@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from fleet.accounts.views import admin_login
+from fleet.core.api.docs import APIDocsView, APISchemaView
 from fleet.core.api.views import AuditEntryViewSet
 from fleet.core.views import healthz, readyz
 from fleet.telemetry.api.urls import agent_urlpatterns
@@ -18,6 +19,7 @@ api_v1 = [
     path("", include("fleet.telemetry.api.urls")),
     path("", include("fleet.health.api.urls")),
     path("", include("fleet.billing.api.urls")),
+    path("", include("fleet.remediation.api.urls")),
     path("", include("fleet.executors.api.urls")),
     path("", include(core_router.urls)),
 ]
@@ -30,8 +32,13 @@ urlpatterns = [
     path("install.sh", install_script, name="install-script"),
     path("agent/files/", agent_index, name="agent-index"),
     path("agent/files/<str:name>", agent_file, name="agent-file"),
+    path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/schema/", APISchemaView.as_view(), name="schema"),
+    path("api/docs/", APIDocsView.as_view(url_name="schema"), name="api-docs"),
     path("", include("fleet.console.urls")),
 ]
+
+# Under /api/ these answer in the API's error shape; elsewhere Django's own pages.
+handler400 = "fleet.core.api.http.bad_request"
+handler404 = "fleet.core.api.http.not_found"

@@ -3,4 +3,8 @@ import os
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-application = get_wsgi_application()
+
+from fleet.core.overload import wrap  # noqa: E402 (needs the settings module chosen above)
+
+# Requests that waited too long for a worker are shed with 503 + Retry-After before Django sees them.
+application = wrap(get_wsgi_application())

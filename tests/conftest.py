@@ -39,6 +39,7 @@ def token_for(db):
     """Return (user, key) for a user of the given role holding a real API token."""
 
     def make(role: str = Role.OPERATOR, **kwargs):
+        kwargs.setdefault("write_enabled", True)  # tokens are read-only unless asked for; these tests ask
         user = UserFactory(username=f"tok-{role}-{UserFactory._meta.model.objects.count()}", role=role)
         _, key = api_token_create(user=user, name="test", **kwargs)
         return user, key
@@ -50,7 +51,12 @@ def token_for(db):
 def _clear_cache():
     from django.core.cache import cache
 
+    from fleet.core import failopen, ratelimit
+
     cache.clear()
+    # A dependency that failed in one test (a Redis the test stopped) must not be skipped in the next.
+    ratelimit.store_health.reset()
+    failopen.broker.reset()
     yield
 
 
@@ -65,3 +71,12 @@ def seeded_catalog(transactional_db):
 
     rule_catalog_sync()
     seed_xid_policies(XidPolicy)
+
+
+@pytest.fixture
+def seeded_remediation(seeded_catalog):
+    """Likewise for the remediation workflows and policies that migration seeded."""
+    from fleet.remediation.models import RemediationPolicy, Workflow
+    from fleet.remediation.seed import seed_remediation
+
+    seed_remediation(Workflow, RemediationPolicy)

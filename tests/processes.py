@@ -38,10 +38,13 @@ def wait_for(predicate: Callable, *, timeout: float = 30.0, what: str = "conditi
 
 
 @contextlib.contextmanager
-def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: str, timeout: float = 60.0):
-    """Start `command` (output to `log`), wait until `ready()` holds, yield the process, stop it afterwards."""
+def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: str, timeout: float = 60.0,
+            env: dict | None = None):
+    """Start `command` (output to `log`; `env` on top of `process_env()`), wait until `ready()` holds, yield the
+    process, stop it afterwards."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=process_env(), stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=ROOT, env={**process_env(), **(env or {})}, stdout=out,
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
         while not ready():
@@ -56,3 +59,68 @@ def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: s
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A private redis-server on a free port that a test can stop and start again (same port, no persistence),
+    to see what the code under test does while Redis is really down rather than mocked."""
+
+    def __init__(self, workdir: Path, port: int | None = None):
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 (the child keeps it)
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.workdir)], stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        wait_for(self.ping, timeout=10, what=f"redis-server on port {self.port}", interval=0.05)
+        return self
+
+    def ping(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis.from_url(self.url, socket_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (e.g. gunicorn's workers); Linux /proc."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def http_ok(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback)
+            return response.status == 200
+    except OSError:
+        return False

@@ -107,8 +107,12 @@ class ControlPlaneClient:
 
     # -- calls ----------------------------------------------------------------------------------
 
-    def enroll(self, token: str, facts: dict) -> dict:
-        body = json.dumps({"token": token, "facts": facts}).encode("utf-8")
+    def enroll(self, token: str, facts: dict, *, credential: str | None = None) -> dict:
+        """``credential``: the node's current one, which a known machine needs to enrol again."""
+        request = {"token": token, "facts": facts}
+        if credential:
+            request["credential"] = credential
+        body = json.dumps(request).encode("utf-8")
         return self._request("POST", ENROLL_PATH, body, authenticated=False).body
 
     def post_reports(self, batch_body: bytes, *, reports_url: str = REPORTS_PATH) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fleet_agent import __version__
 from fleet_agent.client import REPORTS_PATH, ControlPlaneClient, DeliveryError
-from fleet_agent.credentials import Enrollment, save_enrollment
+from fleet_agent.credentials import Enrollment, load_enrollment, save_enrollment
 from fleet_agent.report import CLOUD_IDENTITY_FIELDS, NodeIdentity
 from fleet_agent.timeutil import rfc3339, utc_now
 
@@ -52,11 +52,20 @@ def enroll(
 ) -> Enrollment:
     """POST the enrolment to ``server`` (a base URL or a client) and write the credential file (0600).
 
+    When ``credential_file`` already holds a credential for the same server, it goes with the request: the
+    server re-enrols a known machine only with its current credential (or an operator's approval), since a
+    machine id is no secret. It is never sent to another server.
+
     Raises ``EnrollmentError`` with the server's reason when it refuses.
     """
     client = server if isinstance(server, ControlPlaneClient) else ControlPlaneClient(server, ca_file=ca_file)
     try:
-        answer = client.enroll(token, facts)
+        previous = load_enrollment(credential_file)
+    except ValueError:  # unreadable: enrol without it, as a node that lost its credential would
+        previous = None
+    current = previous.credential if previous is not None and previous.server == client.server else None
+    try:
+        answer = client.enroll(token, facts, credential=current)
     except DeliveryError as err:
         raise EnrollmentError(f"enrolment failed: {err}") from None
     credential = answer.get("credential")

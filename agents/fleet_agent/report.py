@@ -5,6 +5,8 @@ See docs/agent-protocol.md and fleet_agent/schema/report-v1.schema.json for the 
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -64,10 +66,43 @@ class ReportParts:
     events: list[dict]
 
 
+# The schema's bounds on a notice's free-form ``detail`` (the cloud's own payload): the server refuses a
+# report past them, so the agent trims the payload rather than lose the notice.
+DETAIL_MAX_DEPTH = 6
+DETAIL_MAX_MEMBERS = 64
+DETAIL_MAX_STRING = 4096
+DETAIL_MAX_KEY = 256
+
+
+def clip_detail(value: object, depth: int = 1) -> object:
+    """``value`` cut to the schema's bounds: deeper levels become their JSON text, lists and objects keep
+    their first 64 members, strings their first 4096 characters."""
+    if isinstance(value, dict):
+        if depth > DETAIL_MAX_DEPTH:
+            return json.dumps(value, sort_keys=True, default=str)[:DETAIL_MAX_STRING]
+        return {
+            str(key)[:DETAIL_MAX_KEY]: clip_detail(item, depth + 1)
+            for key, item in list(value.items())[:DETAIL_MAX_MEMBERS]
+        }
+    if isinstance(value, list | tuple):
+        if depth > DETAIL_MAX_DEPTH:
+            return json.dumps(value, default=str)[:DETAIL_MAX_STRING]
+        return [clip_detail(item, depth + 1) for item in value[:DETAIL_MAX_MEMBERS]]
+    if isinstance(value, str):
+        return value[:DETAIL_MAX_STRING]
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return str(value)[:DETAIL_MAX_STRING]
+
+
 def cloud_block(identity: dict | None, notice: dict | None) -> dict | None:
     if identity is None:
         return None
     block = {key: identity.get(key) for key in CLOUD_IDENTITY_FIELDS}
+    if notice is not None and isinstance(notice.get("detail"), dict):
+        notice = {**notice, "detail": clip_detail(notice["detail"])}
     block["notice"] = notice
     return block
 

@@ -1,9 +1,11 @@
 """Settings shared by every environment. Every value comes from the environment with a safe default;
 `.env.example` lists them all."""
 
+import re
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from .env import env_bool, env_int, env_list, env_str
 
@@ -32,6 +34,7 @@ INSTALLED_APPS = [
     "fleet.telemetry",
     "fleet.health",
     "fleet.billing",
+    "fleet.remediation",
     "fleet.executors",
     "fleet.console",
 ]
@@ -39,6 +42,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "fleet.core.api.http.APIInputGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -120,8 +124,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.accounts.permissions.RolePermission"],
+    # Every body the API reads goes through these: size, nesting depth, NUL and 64-bit integer limits.
+    "DEFAULT_PARSER_CLASSES": [
+        "fleet.core.api.parsers.JSONParser",
+        "fleet.core.api.parsers.FormParser",
+        "fleet.core.api.parsers.MultiPartParser",
+    ],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "fleet.core.api.filters.FleetFilterBackend",
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],
@@ -130,6 +140,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "fleet.core.api.errors.exception_handler",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # Proxies in front of the web tier whose X-Forwarded-For is trusted for the client's address (throttles).
+    # 0: REMOTE_ADDR only; DRF's own default (None) would believe any X-Forwarded-For a client sends.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0),
     "DEFAULT_THROTTLE_RATES": {"agent": env_str("AGENT_RATE_LIMIT", "120/min"),
                                "enroll": env_str("ENROLL_RATE_LIMIT", "600/min")},
 }
@@ -150,6 +163,16 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "fleet.inventory.choices.NodeState",
         "OwnerEnum": "fleet.inventory.choices.Owner",
         "PreemptionSourceEnum": "fleet.billing.choices.PreemptionSource",
+        "XidPolicyActionEnum": "fleet.health.choices.XidAction",
+        "SeverityEnum": "fleet.health.choices.Severity",
+        "LayerEnum": "fleet.inventory.choices.Layer",
+        "DeliveryFormEnum": "fleet.inventory.choices.DeliveryForm",
+        "BillingModeEnum": "fleet.inventory.choices.BillingMode",
+        "IncidentStateEnum": "fleet.remediation.choices.IncidentState",
+        "BreakerScopeEnum": "fleet.remediation.choices.BreakerScope",
+        "ScopeEnum": "fleet.billing.choices.PlanScope",
+        "StatusEnum": "fleet.health.choices.CheckStatus",
+        "BreakerStateEnum": "fleet.remediation.choices.BreakerState",
     },
 }
 
@@ -178,6 +201,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Deployments sharing one Redis keep apart by queue name.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -192,6 +217,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "telemetry-rollup-history": {"task": "telemetry.rollup_history", "schedule": 300},
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
     "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
+    "remediation-sweep": {"task": "remediation.sweep", "schedule": env_int("REMEDIATION_SWEEP_INTERVAL_S", 15)},
 }
 
 # --- Logging --------------------------------------------------------------------------------------
@@ -213,10 +239,38 @@ TELEMETRY_RAW_RETENTION_HOURS = env_int("TELEMETRY_RAW_RETENTION_HOURS", 24)
 TELEMETRY_ROLLUP_RETENTION_DAYS = env_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 30)
 TELEMETRY_EVENT_RETENTION_DAYS = env_int("TELEMETRY_EVENT_RETENTION_DAYS", 365)
 AGENT_MAX_BODY_BYTES = env_int("AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# What one agent request may write: events kept per report and per batch (urgent kinds first; the rest are
+# dropped and counted), and GPU rows per node (present or departed; new uuids past it are dropped and counted).
+AGENT_MAX_EVENTS_PER_REPORT = env_int("AGENT_MAX_EVENTS_PER_REPORT", 200)
+AGENT_MAX_EVENTS_PER_BATCH = env_int("AGENT_MAX_EVENTS_PER_BATCH", 1000)
+AGENT_MAX_GPUS_PER_NODE = env_int("AGENT_MAX_GPUS_PER_NODE", 64)
+# How long an operator's "allow re-enrolment" for a node lasts unless the request says otherwise.
+REENROLLMENT_APPROVAL_MINUTES = env_int("REENROLLMENT_APPROVAL_MINUTES", 60)
+# Deepest JSON nesting any API body may have (the agent's reports have their own limit).
+API_JSON_MAX_DEPTH = env_int("API_JSON_MAX_DEPTH", 32)
+# /api/schema/ and /api/docs/ without signing in: off by default (local settings turn it on).
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", False)
+# New API tokens: read-only unless asked for, expiring after the default; no token may live longer than the max.
+API_TOKEN_DEFAULT_TTL_DAYS = env_int("API_TOKEN_DEFAULT_TTL_DAYS", 90)
+API_TOKEN_MAX_TTL_DAYS = env_int("API_TOKEN_MAX_TTL_DAYS", 365)
+# Login throttle (API session login and /admin/login/), checked before any password is hashed: attempts per
+# source address (DRF rate syntax; blank = off), and a per-username back-off after this many failures in a
+# row, starting at BASE seconds and doubling per further failure up to MAX.
+LOGIN_RATE_LIMIT = env_str("LOGIN_RATE_LIMIT", "20/min")
+if LOGIN_RATE_LIMIT and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", LOGIN_RATE_LIMIT):
+    raise ImproperlyConfigured(f"LOGIN_RATE_LIMIT={LOGIN_RATE_LIMIT!r} is not a rate such as 20/min")
+LOGIN_LOCKOUT_FAILURES = env_int("LOGIN_LOCKOUT_FAILURES", 5)
+LOGIN_LOCKOUT_BASE_S = env_int("LOGIN_LOCKOUT_BASE_S", 30)
+LOGIN_LOCKOUT_MAX_S = env_int("LOGIN_LOCKOUT_MAX_S", 900)
 # Optional bearer token for GET /metrics (blank = open, as Prometheus scrapers usually expect on a private net).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # Public URL agents use to reach this server (install command, enrolment); blank = derived from the request.
 FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
+# Remediation: how long a worker holds a step before another may resume it (beyond the task's hard time limit,
+# so a slow executor call is never run twice while it is still in flight).
+REMEDIATION_STEP_LEASE_S = env_int("REMEDIATION_STEP_LEASE_S", CELERY_TASK_TIME_LIMIT + 30)
+# Extra executor modules to import at start-up (each calls fleet.remediation.executors.register()).
+REMEDIATION_EXECUTOR_MODULES = env_list("REMEDIATION_EXECUTOR_MODULES", [])
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
 # Executors (docs/executors.md). Fernet key(s) that encrypt stored SSH keys and executor credentials; the
@@ -230,8 +284,23 @@ SSH_BOOTSTRAP_HOST_TIMEOUT_S = env_int("SSH_BOOTSTRAP_HOST_TIMEOUT_S", 600)
 # Where operator-installed hooks live on SSH hosts (the agent uses the same directory on its node).
 SSH_HOOKS_DIR = env_str("SSH_HOOKS_DIR", "/etc/fleet-agent/hooks")
 
+# --- Overload protection (fleet/core/overload.py, docs/telemetry.md) ------------------------------------
+# A request that waited longer than this for a web worker is answered 503 + Retry-After without being processed:
+# half the agent's 10-s timeout, the other half left for the work. 0 turns shedding off.
+WEB_QUEUE_MAX_S = env_int("WEB_QUEUE_MAX_MS", 5000) / 1000
+# Once the queue has not been empty for a second (overload rather than a burst), the bound drops to this.
+WEB_QUEUE_TARGET_S = env_int("WEB_QUEUE_TARGET_MS", 500) / 1000
+WEB_SHED_RETRY_AFTER_S = env_int("WEB_SHED_RETRY_AFTER_S", 15)
+# A request-start header set by a trusted front proxy (e.g. X-Request-Start); blank: only the kernel's measure.
+# Never name one that clients can set themselves past the proxy.
+WEB_REQUEST_START_HEADER = env_str("WEB_REQUEST_START_HEADER", "")
+
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # The cache holds only flood-protection counters, which fail open: a hung Redis must cost a request a bounded
+    # wait (redis-py waits forever by default), not hold a web worker past the agent's timeout.
+    _CACHE_TIMEOUT_S = env_int("REDIS_CACHE_TIMEOUT_MS", 250) / 1000
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": {"socket_connect_timeout": _CACHE_TIMEOUT_S, "socket_timeout": _CACHE_TIMEOUT_S}}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}

@@ -6,4 +6,5 @@ from .env import env_bool, env_str, local_fernet_key, local_secret_key
 
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR)
+API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", True)
 FLEET_SECRETS_KEY = env_str("FLEET_SECRETS_KEY") or local_fernet_key(VAR_DIR)

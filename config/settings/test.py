@@ -2,15 +2,21 @@
 
 from .base import *  # noqa: F403
 from .base import DATABASES, VAR_DIR
+from .env import env_bool
 
 SECRET_KEY = "test-only-not-secret"  # noqa: S105
 # A fixed Fernet key, so child processes (a worker, gunicorn) read what the test process stored.
 FLEET_SECRETS_KEY = "dGVzdC1vbmx5LWZsZWV0LXNlY3JldHMta2V5LTMyYiE="  # noqa: S105
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+if env_bool("FLEET_TEST_REAL_PASSWORD_HASHER", False):
+    # A load test of the login path needs the real cost of a password check (PBKDF2 first, as in production).
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher", *PASSWORD_HASHERS]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not :memory:, so a real Celery worker or gunicorn started by a test sees the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 
-# Throttle counters must not leak between tests (SQLite reuses primary keys after rollback).
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Throttle counters must not leak between tests (SQLite reuses primary keys after rollback). A server process
+# started by a load test may ask for the shared cache production would use (Redis, or files under var/).
+if not env_bool("FLEET_TEST_SHARED_CACHE", False):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -10,6 +10,17 @@ class FleetUserAdmin(UserAdmin):
     list_filter = ("role", "is_active", "is_superuser")
     fieldsets = UserAdmin.fieldsets + (("Fleet", {"fields": ("role",)}),)
 
+    # Only a superuser may change or delete a superuser, here as in the API.
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
+
 
 @admin.register(APIToken)
 class APITokenAdmin(admin.ModelAdmin):

@@ -7,4 +7,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts"
 
     def ready(self):
-        from . import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from . import (
+            schema,  # noqa: F401  (registers the OpenAPI auth extension)
+            signals,  # noqa: F401  (connects the token revocation on credential changes)
+        )

@@ -21,7 +21,7 @@ class APIToken(models.Model):
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12, db_index=True, help_text="First characters, to tell keys apart.")
     key_hash = models.CharField(max_length=64, unique=True)
-    write_enabled = models.BooleanField(default=True)
+    write_enabled = models.BooleanField(default=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

@@ -94,7 +94,7 @@ async def scan(address: str, port: int, *, jump: Target | None = None, timeout: 
                 asyncssh.get_server_host_key(address, port, tunnel=tunnel or (), config=None), timeout)
         except TimeoutError:
             raise SSHFailure(TIMEOUT, f"{address}:{port} did not answer within {timeout:.0f} s") from None
-        except (OSError, asyncssh.Error) as exc:
+        except (OSError, UnicodeError, asyncssh.Error) as exc:
             raise SSHFailure(UNREACHABLE, f"cannot reach {address}:{port}: {_reason(exc)}") from None
     if key is None:
         raise SSHFailure(UNREACHABLE, f"{address}:{port} offered no host key")
@@ -164,7 +164,7 @@ async def connect(target: Target, *, timeout: float = 15.0) -> AsyncIterator[asy
                                           f"in ~{target.username}/.ssh/authorized_keys?)") from None
         except TimeoutError:
             raise SSHFailure(TIMEOUT, f"{target.label}: no answer within {timeout:.0f} s") from None
-        except (OSError, asyncssh.Error) as exc:
+        except (OSError, UnicodeError, asyncssh.Error) as exc:
             raise SSHFailure(UNREACHABLE, f"{target.label}: {_reason(exc)}") from None
         try:
             yield connection

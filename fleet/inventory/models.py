@@ -118,11 +118,12 @@ def _bus_id_key(value: str | None) -> str:
 class GPU(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
     index = models.PositiveSmallIntegerField()
-    uuid = models.CharField(max_length=80, unique=True)
-    model = models.CharField(max_length=100, blank=True)
+    # Lengths follow the agent's report schema (fleet_agent/schema), so any valid report fits.
+    uuid = models.CharField(max_length=96, unique=True)
+    model = models.CharField(max_length=256, blank=True)
     memory_total_bytes = models.BigIntegerField(null=True, blank=True, validators=[MinValueValidator(0)])
     serial = models.CharField(max_length=64, blank=True)
-    pci_bus_id = models.CharField(max_length=32, blank=True)
+    pci_bus_id = models.CharField(max_length=64, blank=True)
     compute_capability = models.CharField(max_length=8, blank=True)
     present = models.BooleanField(default=True, help_text="False once the GPU stopped appearing in inventory.")
     first_seen = models.DateTimeField(auto_now_add=True)
@@ -147,17 +148,18 @@ class SoftwareStack(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="stacks")
     collected_at = models.DateTimeField(db_index=True)
     hash = models.CharField(max_length=64, blank=True)
-    driver_version = models.CharField(max_length=32, blank=True)
+    # Lengths follow the agent's report schema (fleet_agent/schema), so any valid report fits.
+    driver_version = models.CharField(max_length=64, blank=True)
     cuda_driver_version = models.CharField(max_length=16, blank=True, help_text="Highest CUDA the driver supports")
     cuda_toolkits = models.JSONField(default=list, blank=True)
-    python_version = models.CharField(max_length=16, blank=True)
+    python_version = models.CharField(max_length=64, blank=True)
     frameworks = models.JSONField(
         default=list, blank=True,
         help_text='[{"name": "torch", "version": "2.4.0", "cuda": "12.4", "arch_list": [...]}]')
-    container_runtime = models.CharField(max_length=64, blank=True)
-    nvidia_container_toolkit = models.CharField(max_length=32, blank=True)
-    os = models.CharField(max_length=100, blank=True)
-    kernel = models.CharField(max_length=100, blank=True)
+    container_runtime = models.CharField(max_length=128, blank=True)
+    nvidia_container_toolkit = models.CharField(max_length=64, blank=True)
+    os = models.CharField(max_length=256, blank=True)
+    kernel = models.CharField(max_length=256, blank=True)
 
     class Meta:
         ordering = ["-collected_at", "-id"]

@@ -12,6 +12,8 @@ from .models import (
     NodeSample,
     NodeSampleRollup,
     NodeStatus,
+    ReceivingState,
+    ReenrollmentApproval,
 )
 
 
@@ -27,6 +29,20 @@ class NodeCredentialAdmin(admin.ModelAdmin):
     list_display = ("node", "prefix", "created_at", "revoked_at")
     readonly_fields = ("prefix", "key_hash", "created_at")
     raw_id_fields = ("node",)
+
+
+@admin.register(ReenrollmentApproval)
+class ReenrollmentApprovalAdmin(admin.ModelAdmin):
+    """Read-only: approvals are granted and withdrawn through the API, which audits them."""
+
+    list_display = ("node", "approved_by", "created_at", "expires_at", "used_at", "cancelled_at")
+    raw_id_fields = ("node",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(NodeStatus)
@@ -96,3 +112,10 @@ class NodeSampleRollupAdmin(_ReadOnlyHistoryAdmin):
 class GPUSampleRollupAdmin(_ReadOnlyHistoryAdmin):
     list_display = ("gpu", "bucket", "samples", "utilization_gpu_pct", "temperature_c_max")
     raw_id_fields = ("gpu",)
+
+
+@admin.register(ReceivingState)
+class ReceivingStateAdmin(_ReadOnlyHistoryAdmin):
+    """Written by the silence sweep only."""
+
+    list_display = ("swept_at", "newest_report_at", "gap_started_at", "gap_ended_at")

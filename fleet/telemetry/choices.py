@@ -10,7 +10,12 @@ class EventKind(models.TextChoices):
     REBALANCE = "rebalance", "Rebalance recommendation"
     MAINTENANCE = "maintenance", "Maintenance event"
     AGENT_ERROR = "agent_error", "Agent error"
+    # Recorded by the server, never accepted from an agent: a report named a GPU that belongs to another node.
+    GPU_UUID_CONFLICT = "gpu_uuid_conflict", "GPU uuid claimed by another node"
 
+
+# Kinds only the server records; an agent's report can never carry them (the shared schema refuses them).
+SERVER_EVENT_KINDS = frozenset({EventKind.GPU_UUID_CONFLICT})
 
 # The events the server acts on at once: the kinds the health rules read, so a batch carrying one has the node
 # evaluated after commit. Not the agent's urgent set (`fleet_agent.protocol.URGENT_EVENT_KINDS`: what it sends

@@ -9,10 +9,12 @@ import os
 from pathlib import Path
 
 from django.conf import settings
+from django.utils import timezone
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from fleet.core import metrics as core_metrics
 from fleet.inventory.models import Node
 from fleet_agent.protocol import (
     CLOCK_REASON_APPLICATIONS_CLOCKS_SETTING,
@@ -21,11 +23,17 @@ from fleet_agent.protocol import (
     CLOCK_REASON_SYNC_BOOST,
 )
 
-from .models import GPUStatus, NodeStatus
+from .models import GPUStatus, NodeStatus, ReceivingState
 
 _REPORTS = Counter("fleet_reports_accepted_total", "Agent reports stored")
 _DUPLICATES = Counter("fleet_reports_duplicate_total", "Agent reports acknowledged but already stored")
 _REJECTED = Counter("fleet_reports_rejected_total", "Agent report batches rejected", ["reason"])
+_DROPPED = Counter("fleet_agent_items_dropped_total",
+                   "Parts of stored agent reports left out: events over a limit, GPUs over the per-node limit, "
+                   "GPU uuids that belong to another node", ["what"])
+_ENROLL_REFUSED = Counter("fleet_enrollments_refused_total",
+                          "Enrolments of a known machine refused (no proof, or the token's scope does not match)",
+                          ["reason"])
 _LATENCY = Histogram("fleet_ingest_seconds", "Time to validate and store one report batch",
                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
@@ -46,6 +54,16 @@ def reports_rejected(reason: str) -> None:
     _REJECTED.labels(reason=reason).inc()
 
 
+def items_dropped(dropped: dict[str, int]) -> None:
+    for what, count in dropped.items():
+        if count:
+            _DROPPED.labels(what=what).inc(count)
+
+
+def enrollment_refused(reason: str) -> None:
+    _ENROLL_REFUSED.labels(reason=reason).inc()
+
+
 class FleetCollector:
     """Gauges computed from the latest status rows, one query per family group."""
 
@@ -53,12 +71,24 @@ class FleetCollector:
         node_names = dict(Node.objects.values_list("pk", "hostname"))
         up = GaugeMetricFamily("fleet_node_up", "1 when the node reported within 2 intervals", labels=["node"])
         silent = GaugeMetricFamily("fleet_node_silent", "1 when the node stopped reporting", labels=["node"])
-        for node_id, is_silent in NodeStatus.objects.values_list("node_id", "silent"):
+        newest = None
+        for node_id, is_silent, received_at in NodeStatus.objects.values_list("node_id", "silent", "received_at"):
             name = node_names.get(node_id, str(node_id))
             up.add_metric([name], 0 if is_silent else 1)
             silent.add_metric([name], 1 if is_silent else 0)
+            newest = received_at if newest is None or received_at > newest else newest
         yield up
         yield silent
+        # The server's own receiving: alert on these rather than on a wave of silent nodes (docs/telemetry.md).
+        state = ReceivingState.objects.filter(pk=1).values_list("gap_started_at", "gap_ended_at").first()
+        receiving = GaugeMetricFamily("fleet_ingest_receiving", "0 while the silence sweep sees a gap in receiving: "
+                                      "no report from any node although several were due")
+        receiving.add_metric([], 0 if state and state[0] is not None and state[1] is None else 1)
+        yield receiving
+        if newest is not None:
+            age = GaugeMetricFamily("fleet_ingest_newest_report_age_seconds", "Seconds since any node's report arrived")
+            age.add_metric([], max(0.0, (timezone.now() - newest).total_seconds()))
+            yield age
 
         labels = ["node", "gpu", "uuid"]
         families = {
@@ -126,7 +156,11 @@ def render() -> bytes:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:
-        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _LATENCY):
+        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _DROPPED, _ENROLL_REFUSED, _LATENCY,
+                          *core_metrics.COLLECTORS):
             registry.register(collector)
     registry.register(FleetCollector())
+    from fleet.remediation.metrics import RemediationCollector  # imported here for the same reason as above
+
+    registry.register(RemediationCollector())
     return generate_latest(registry)

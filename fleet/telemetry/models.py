@@ -63,6 +63,34 @@ class NodeCredential(models.Model):
         return f"{self.node} ({self.prefix}…)"
 
 
+class ReenrollmentApproval(models.Model):
+    """An operator's permission for a known machine to enrol again without its current credential.
+
+    Needed when a node lost its credential (a new disk, a re-imaged host): a machine id is not a secret, so
+    without this (or the current credential) an enrolment token could take over any node. Used once, and only
+    until it expires.
+    """
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="reenrollment_approvals")
+    approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                    related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["node", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"re-enrolment of {self.node_id} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.used_at is None and self.cancelled_at is None and self.expires_at > timezone.now()
+
+
 class AgentEpoch(models.Model):
     """Highest stored sequence per agent instance: a reinstalled agent starts a new epoch, not a replay."""
 
@@ -140,10 +168,11 @@ class GPUStatus(models.Model):
     ecc_volatile_uncorrected = models.BigIntegerField(null=True, blank=True)
     ecc_aggregate_corrected = models.BigIntegerField(null=True, blank=True)
     ecc_aggregate_uncorrected = models.BigIntegerField(null=True, blank=True)
-    retired_pages_count = models.IntegerField(null=True, blank=True)
+    # 64-bit like every count in the report schema: the server stores whatever a valid report carries.
+    retired_pages_count = models.BigIntegerField(null=True, blank=True)
     retired_pages_pending = models.BooleanField(null=True, blank=True)
-    remapped_rows_correctable = models.IntegerField(null=True, blank=True)
-    remapped_rows_uncorrectable = models.IntegerField(null=True, blank=True)
+    remapped_rows_correctable = models.BigIntegerField(null=True, blank=True)
+    remapped_rows_uncorrectable = models.BigIntegerField(null=True, blank=True)
     remapped_rows_pending = models.BooleanField(null=True, blank=True)
     remapped_rows_failure = models.BooleanField(null=True, blank=True)
     pcie_gen_current = models.SmallIntegerField(null=True, blank=True)
@@ -247,7 +276,7 @@ class Event(models.Model):
     severity = models.CharField(max_length=16, choices=EventSeverity.choices, default=EventSeverity.INFO)
     at = models.DateTimeField(help_text="When it happened on the node")
     received_at = models.DateTimeField(auto_now_add=True)
-    pci_bus_id = models.CharField(max_length=32, blank=True)
+    pci_bus_id = models.CharField(max_length=64, blank=True)
     message = models.CharField(max_length=1000, blank=True)
     raw = models.TextField(blank=True)
     detail = models.JSONField(default=dict, blank=True)
@@ -280,3 +309,18 @@ class ChangeLogEntry(models.Model):
 
     def __str__(self) -> str:
         return self.summary
+
+
+class ReceivingState(models.Model):
+    """The silence sweep's view of the server's own receiving (one row): when it last swept, the newest report it
+    had seen, and the latest gap in receiving — a time in which no node's report arrived although at least three
+    nodes were due — so that silence the server caused is not blamed on the nodes (`services/silence.py`)."""
+
+    swept_at = models.DateTimeField(null=True, blank=True)
+    newest_report_at = models.DateTimeField(null=True, blank=True)
+    gap_started_at = models.DateTimeField(null=True, blank=True, help_text="The last report before the gap")
+    gap_ended_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="The first report after it; empty while the gap lasts")
+
+    def __str__(self) -> str:
+        return "receiving state"

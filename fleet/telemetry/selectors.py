@@ -1,5 +1,6 @@
 """Read-side queries: latest status, time series, fleet summary."""
 
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -9,6 +10,7 @@ from django.db.models import Count
 from fleet.inventory.models import GPU, Node
 
 from .models import GPUSample, GPUSampleRollup, GPUStatus, NodeSample, NodeSampleRollup, NodeStatus
+from .services.history import finite_mean
 
 NODE_METRICS = ["cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "mem_used_pct", "load1", "tcp_retrans_pct",
                 "gpu_util_avg_pct"]
@@ -27,11 +29,13 @@ def _bucketed(rows, start: datetime, step: int) -> list[list]:
     buckets: dict[int, list[float]] = defaultdict(list)
     base = int(start.timestamp())
     for at, value in rows:
-        if value is None:
+        # Non-finite values cannot be rendered as JSON; the schema bounds every number now, but rows stored
+        # before it did must not turn a chart into a server error.
+        if value is None or not math.isfinite(value):
             continue
         slot = base + ((int(at.timestamp()) - base) // step) * step
         buckets[slot].append(value)
-    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(sum(v) / len(v), 3)]
+    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(finite_mean(v), 3)]
             for slot, v in sorted(buckets.items())]
 
 

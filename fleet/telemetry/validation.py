@@ -1,19 +1,29 @@
-"""Validation of agent report batches against the shared JSON Schema, plus checks a schema cannot express.
+"""Validation of agent report batches against the agent package's JSON Schema, plus what a schema cannot say.
 
-The schema ships inside the agent package (`fleet_agent/schema/report-v1.schema.json`) so the agent and
-the server validate against the same file. It is compiled once per process with fastjsonschema.
+The schema ships inside the agent package (`fleet_agent.schema`) so the agent and the server validate against
+the same file; the server compiles it once per process with fastjsonschema. The schema bounds every number,
+string, list and nesting level a report may carry. What it cannot express is checked or sanitised here:
+
+* timestamps must parse and lie between `MIN_TIMESTAMP` and a few minutes past the server's clock (a notice's
+  deadline may be up to `MAX_DEADLINE_AHEAD` ahead), so no calendar edge reaches the database;
+* a NUL character (which PostgreSQL text and JSON cannot hold) is replaced by U+FFFD in every string and key:
+  it turns up in real kernel log lines, and refusing the report would throw the rest of its evidence away.
 """
 
-import json
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from importlib import resources
 
 import fastjsonschema
 
+from fleet_agent.schema import batch_schema, report_schema
+
 SUPPORTED_MAJOR = 1
-MAX_REPORTS_PER_BATCH = 100
 MAX_FUTURE_SKEW = timedelta(minutes=5)
+MAX_DEADLINE_AHEAD = timedelta(days=400)
+# No node's clock legitimately reads earlier; earlier readings are a dead RTC or a hostile value.
+MIN_TIMESTAMP = datetime(2000, 1, 1, tzinfo=UTC)
+NUL = "\x00"
+NUL_REPLACEMENT = "\ufffd"
 
 
 class ReportInvalid(Exception):
@@ -25,16 +35,14 @@ class ReportInvalid(Exception):
 
 
 @cache
-def report_schema() -> dict:
-    source = resources.files("fleet_agent").joinpath("schema", "report-v1.schema.json")
-    return json.loads(source.read_text())
+def _report_validator():
+    # The document's root validates one report; each is validated alone so errors name reports[i].
+    return fastjsonschema.compile(report_schema())
 
 
 @cache
-def _report_validator():
-    schema = report_schema()
-    # The file describes one report at its root and may carry the batch envelope under $defs.
-    return fastjsonschema.compile(schema)
+def max_reports_per_batch() -> int:
+    return batch_schema()["$defs"]["batch"]["properties"]["reports"]["maxItems"]
 
 
 def _field_path(name: str, prefix: str) -> str:
@@ -49,19 +57,28 @@ def parse_time(value: str) -> datetime:
     parsed = datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError("timestamp needs a time zone (use Z for UTC)")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+14:00 has no UTC equivalent
+        raise ValueError("timestamp is outside the calendar once converted to UTC") from None
 
 
-def validate_batch(payload, *, now: datetime) -> list[dict]:
-    """Return the batch's reports sorted by sequence, or raise ReportInvalid naming every bad field."""
+def validate_batch(payload, *, now: datetime, has_nul: bool = True) -> list[dict]:
+    """Return the batch's reports sorted by sequence, or raise ReportInvalid naming every bad field.
+
+    `has_nul=False` tells that the raw body holds no JSON NUL escape, which saves walking every string.
+    """
     if not isinstance(payload, dict) or not isinstance(payload.get("reports"), list):
         raise ReportInvalid({"reports": ["Expected an object with a list of reports."]})
+    extra = sorted(set(payload) - {"reports"})
+    if extra:
+        raise ReportInvalid({name: ["Unexpected field in the batch envelope."] for name in extra})
     reports = payload["reports"]
     if not reports:
         raise ReportInvalid({"reports": ["The batch is empty."]})
-    if len(reports) > MAX_REPORTS_PER_BATCH:
-        raise ReportInvalid({"reports": [f"At most {MAX_REPORTS_PER_BATCH} reports per batch."]}, status=413,
-                            code="too_large")
+    limit = max_reports_per_batch()
+    if len(reports) > limit:
+        raise ReportInvalid({"reports": [f"At most {limit} reports per batch."]}, status=413, code="too_large")
     validator = _report_validator()
     errors: dict[str, list[str]] = {}
     for index, report in enumerate(reports):
@@ -72,7 +89,7 @@ def validate_batch(payload, *, now: datetime) -> list[dict]:
                                 code="unsupported_version")
         if int(version.split(".")[0]) != SUPPORTED_MAJOR:
             raise ReportInvalid({f"{prefix}.schema_version": [
-                f"Schema major version {version} is not supported; this server speaks {SUPPORTED_MAJOR}.x."]},
+                f"Schema major version {version[:20]} is not supported; this server speaks {SUPPORTED_MAJOR}.x."]},
                 code="unsupported_version")
         try:
             validator(report)
@@ -80,22 +97,44 @@ def validate_batch(payload, *, now: datetime) -> list[dict]:
             path = _field_path(exc.name, prefix)
             errors.setdefault(path, []).append(exc.message.replace(exc.name, path, 1))
             continue
-        for path, value in _timestamps(report, prefix):
+        for path, value, latest in _timestamps(report, prefix, now):
             try:
                 moment = parse_time(value)
             except ValueError as exc:
                 errors.setdefault(path, []).append(f"Not an RFC 3339 timestamp: {exc}")
                 continue
-            if moment > now + MAX_FUTURE_SKEW:
+            if moment < MIN_TIMESTAMP:
+                errors.setdefault(path, []).append(
+                    f"Timestamp is before {MIN_TIMESTAMP:%Y-%m-%d}; check the node's clock.")
+            elif moment > latest:
                 errors.setdefault(path, []).append("Timestamp is in the future; check the node's clock.")
     if errors:
         raise ReportInvalid(errors)
+    if has_nul:
+        reports = [_without_nul(report) for report in reports]
     return sorted(reports, key=lambda r: r["sequence"])
 
 
-def _timestamps(report: dict, prefix: str):
-    yield f"{prefix}.collected_at", report["collected_at"]
-    for index, event in enumerate(report.get("events") or []):
-        if event.get("at"):
-            yield f"{prefix}.events[{index}].at", event["at"]
+def _timestamps(report: dict, prefix: str, now: datetime):
+    """(path, value, latest allowed moment) of every timestamp in a schema-valid report."""
+    observed = now + MAX_FUTURE_SKEW
+    yield f"{prefix}.collected_at", report["collected_at"], observed
+    for index, event in enumerate(report["events"]):
+        yield f"{prefix}.events[{index}].at", event["at"], observed
+    notice = (report["cloud"] or {}).get("notice")
+    if notice:
+        if notice["received_at"]:
+            yield f"{prefix}.cloud.notice.received_at", notice["received_at"], observed
+        if notice["deadline"]:
+            yield f"{prefix}.cloud.notice.deadline", notice["deadline"], now + MAX_DEADLINE_AHEAD
+
+
+def _without_nul(value):
+    if isinstance(value, str):
+        return value.replace(NUL, NUL_REPLACEMENT) if NUL in value else value
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
 

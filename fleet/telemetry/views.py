@@ -21,8 +21,11 @@ _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.\-]+\.whl$")
 @require_GET
 def metrics_view(request):
     if settings.METRICS_TOKEN:
-        supplied = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(supplied, settings.METRICS_TOKEN):
+        # RFC 6750: `Authorization: Bearer <token>` (scheme case-insensitive). A bare token is refused, so a
+        # header meant for another scheme is never taken for this one.
+        scheme, _, supplied = request.headers.get("Authorization", "").strip().partition(" ")
+        supplied = supplied.strip() if scheme.lower() == "bearer" else ""
+        if not supplied or not hmac.compare_digest(supplied.encode(), settings.METRICS_TOKEN.encode()):
             return HttpResponse("metrics need a bearer token\n", status=401, content_type="text/plain",
                                 headers={"WWW-Authenticate": "Bearer"})
     return HttpResponse(metrics.render(), content_type=CONTENT_TYPE_LATEST)

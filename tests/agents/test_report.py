@@ -166,6 +166,22 @@ def test_cloud_notice_is_one_event_and_stays_in_the_cloud_block(tmp_path, sim_nv
     assert core.collect_if_urgent()["events"][0]["kind"] == "rebalance"
 
 
+def test_a_notice_payload_past_the_schema_is_trimmed_not_lost(tmp_path, sim_nvml, assert_valid_report):
+    deep: object = "bottom"
+    for _ in range(12):
+        deep = {"next": deep, "list": [deep]}
+    detail = {"deep": deep, "long": "x" * 10_000, **{f"k{i}": i for i in range(100)}, "y" * 300: float("inf")}
+    notice = {"kind": "maintenance", "deadline": None, "received_at": None, "source": "azure.scheduledevents",
+              "detail": detail}
+    core, _ = _core(tmp_path, sim_nvml, cloud=StubCloud(notice))
+    report = core.collect_if_urgent()
+    assert_valid_report(report)
+    sent = report["cloud"]["notice"]["detail"]
+    assert len(sent) == 64 and sent["deep"]["next"]["next"]["next"]["next"]["next"] != "bottom"
+    assert len(sent["long"]) == 4096
+    assert isinstance(sent["deep"]["next"]["next"]["next"]["next"]["next"], str)  # level 7: the JSON text
+
+
 def test_a_broken_collector_costs_its_block_not_the_report(tmp_path, sim_nvml, assert_valid_report):
     core, _ = _core(tmp_path, sim_nvml)
 

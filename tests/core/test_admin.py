@@ -4,7 +4,7 @@ from django.contrib import admin
 
 pytestmark = pytest.mark.django_db
 
-APPS = ["accounts", "core", "inventory", "telemetry", "health", "billing"]
+APPS = ["accounts", "core", "inventory", "telemetry", "health", "billing", "remediation"]
 
 
 def test_every_model_has_an_admin():

@@ -31,13 +31,32 @@ def test_readyz_names_the_unreachable_broker():
     assert "broker" in body["message"]
 
 
-def test_openapi_schema_and_docs(viewer_api):
+def test_openapi_schema_and_docs_need_a_signed_in_user_by_default(viewer_api):
     schema = Client().get("/api/schema/")
+    assert schema.status_code == 401
+    assert schema.json()["error"]["code"] == "not_authenticated"
+    docs = Client().get("/api/docs/")
+    assert docs.status_code == 401
+    assert b"Sign in" in docs.content
+    schema = viewer_api.get("/api/schema/")
     assert schema.status_code == 200
     assert b"/api/v1/nodes/{id}/boundary/" in schema.content
-    docs = Client().get("/api/docs/")
+    docs = viewer_api.get("/api/docs/")
     assert docs.status_code == 200
     assert b"swagger" in docs.content.lower()
+
+
+def test_openapi_schema_and_docs_public_when_configured(settings):
+    settings.API_DOCS_PUBLIC = True
+    assert Client().get("/api/schema/").status_code == 200
+    assert b"swagger" in Client().get("/api/docs/").content.lower()
+
+
+def test_docs_are_public_in_local_settings_only():
+    from config.settings import local, test
+
+    assert local.API_DOCS_PUBLIC is True
+    assert test.API_DOCS_PUBLIC is False  # as production: both take the base default
 
 
 def test_unknown_api_route_uses_error_shape(viewer_api):

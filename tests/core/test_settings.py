@@ -62,9 +62,18 @@ def test_production_passes_check_deploy_without_warnings():
     assert "no issues" in result.stdout
 
 
+def test_production_keeps_api_docs_private_by_default():
+    env = _prod_env(SECRET_KEY=secrets.token_urlsafe(50))
+    result = _run_manage(["shell", "-c", "from django.conf import settings; print(settings.API_DOCS_PUBLIC)"], env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+
+
 def test_env_example_documents_every_variable():
     text = (ROOT / ".env.example").read_text()
     for name in ["DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "SECRET_KEY",
                  "ALLOWED_HOSTS", "DEBUG", "CELERY_TASK_TIME_LIMIT", "CELERY_TASK_SOFT_TIME_LIMIT",
-                 "FLEET_VAR_DIR", "CSRF_TRUSTED_ORIGINS", "LOG_LEVEL"]:
+                 "FLEET_VAR_DIR", "CSRF_TRUSTED_ORIGINS", "LOG_LEVEL", "API_DOCS_PUBLIC", "API_JSON_MAX_DEPTH",
+                 "API_TOKEN_DEFAULT_TTL_DAYS", "API_TOKEN_MAX_TTL_DAYS", "LOGIN_RATE_LIMIT", "LOGIN_LOCKOUT_FAILURES",
+                 "LOGIN_LOCKOUT_BASE_S", "LOGIN_LOCKOUT_MAX_S", "NUM_PROXIES"]:
         assert f"{name}=" in text, name

@@ -160,6 +160,12 @@ try {
   check(/Not applicable/.test(await page.locator('tr[data-layer="virtualization"]').innerText()),
     "owned bare metal: virtualization is not applicable");
   await page.getByTestId("triage-headline").waitFor();
+  if (EXPECT_FINDING) {
+    const incidentLink = page.getByTestId("node-remediation").getByRole("link", { name: /^inc-/ }).first();
+    await incidentLink.waitFor();
+    check(true, "owned bare metal: the node page lists its remediation incident");
+    await page.getByTestId("node-remediation").getByRole("button", { name: "Reboot" }).waitFor();
+  }
   await shot("04-metal-node");
 
   // 5. Simplified Chinese, remembered across a reload.
@@ -173,7 +179,21 @@ try {
   await page.getByRole("combobox", { name: "语言" }).first().selectOption("en");
 
   // 6. The other pages render without crashing, whatever this server has built so far.
-  for (const [path, heading, name] of [["/findings", "Findings", "07-findings"], ["/rules", "Rules", "08-rules-operator"],
+  if (EXPECT_FINDING) {
+    await page.goto(`${BASE}/incidents?cause=xid`);
+    await page.getByRole("heading", { level: 1, name: "Incidents" }).waitFor();
+    await page.getByRole("link", { name: /^inc-/ }).first().waitFor();
+    const links = page.getByRole("row", { name: /owned-reboot/ }).getByRole("link", { name: /^inc-/ });
+    await links.first().click();
+    const boundary = page.getByTestId("incident-boundary");
+    await boundary.waitFor();
+    const text = await boundary.innerText();
+    check(/Us \+ hardware vendor/.test(text) && /Hardware/.test(text),
+      "the incident shows the boundary row that chose owned-reboot");
+    await page.getByTestId("incident-timeline").getByText(/opened by policy/).waitFor();
+    await shot("13-incident");
+  }
+  for (const [path, heading, name] of [["/incidents", "Incidents", "12-incidents"], ["/findings", "Findings", "07-findings"], ["/rules", "Rules", "08-rules-operator"],
     ["/enroll", "Enrol nodes", "09-enroll"]]) {
     await page.goto(`${BASE}${path}`);
     await page.getByRole("heading", { level: 1, name: heading }).waitFor();

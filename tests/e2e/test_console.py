@@ -18,6 +18,7 @@ import pytest
 from fleet.accounts.choices import Role
 from fleet.core.demo import demo_seed
 from fleet.health.services.evaluation import evaluate
+from fleet.remediation.services.intake import findings_intake
 from fleet_agent.simulator import SimulatedAgent, parse_scenario
 from fleet_agent.timeutil import utc_now
 from tests.factories import UserFactory
@@ -60,6 +61,7 @@ def run_demo_fleet(server: str, work_dir) -> dict[str, str]:
             finally:
                 agent.close()
     evaluate()
+    findings_intake()  # remediation opens its incidents (what the worker does after a cycle)
     return hostnames
 
 
@@ -73,7 +75,7 @@ def _run(live_server_url, hostnames: dict, *, expect_finding: bool):
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"console e2e failed (screenshots in {artifacts}):\n{output[-6000:]}"
     for name in ("01-login", "02-nodes-filtered", "03-cloud-node", "04-metal-node", "05-metal-node-zh", "06-overview",
-                 "10-rules-viewer", "11-tokens-created"):
+                 "10-rules-viewer", "11-tokens-created", "12-incidents"):
         assert (artifacts / f"{name}.png").stat().st_size > 0
     return output
 
@@ -95,3 +97,5 @@ def test_xid79_finding_sits_on_the_hardware_layer_with_its_responsible_party(liv
     output = _run(live_server_url, hostnames, expect_finding=True)
     assert "cloud node: the Xid 79 finding sits on the hardware layer" in output
     assert "owned bare metal: responsible party highlighted is us + vendor" in output
+    assert "owned bare metal: the node page lists its remediation incident" in output
+    assert "the incident shows the boundary row that chose owned-reboot" in output

@@ -36,3 +36,17 @@ def test_metrics_bearer_token(settings):
     assert Client().get("/metrics").status_code == 401
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-scrape").status_code == 200
+
+
+@pytest.mark.parametrize("header", ["s3cret-scrape", "Token s3cret-scrape", "Basic s3cret-scrape", "Bearer",
+                                    "Bearer s3cret-scrapé"])
+def test_metrics_token_needs_the_bearer_scheme(settings, header):
+    settings.METRICS_TOKEN = "s3cret-scrape"
+    response = Client().get("/metrics", HTTP_AUTHORIZATION=header)
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_metrics_bearer_scheme_is_case_insensitive(settings):
+    settings.METRICS_TOKEN = "s3cret-scrape"
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="bearer s3cret-scrape").status_code == 200

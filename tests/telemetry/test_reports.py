@@ -106,8 +106,8 @@ def test_which_events_have_the_node_evaluated_at_once(enroll, monkeypatch, djang
                                                       kind, severity, evaluated):
     """Every SXid (health judges fatality itself), never an advisory notice (no rule reads one)."""
     sent = []
-    monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",
-                        lambda name, kwargs: sent.append(name))
+    monkeypatch.setattr("fleet.core.failopen.current_app.send_task",
+                        lambda name, kwargs, **options: sent.append(name))
     agent = enroll()
     builder = ReportBuilder(agent.node_id)
     agent.send(builder.report(with_inventory=True))
@@ -120,8 +120,8 @@ def test_which_events_have_the_node_evaluated_at_once(enroll, monkeypatch, djang
 
 def test_urgent_event_enqueues_evaluation_after_commit(enroll, monkeypatch, django_capture_on_commit_callbacks):
     sent = []
-    monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",
-                        lambda name, kwargs: sent.append((name, kwargs)))
+    monkeypatch.setattr("fleet.core.failopen.current_app.send_task",
+                        lambda name, kwargs, **options: sent.append((name, kwargs)))
     agent = enroll()
     builder = ReportBuilder(agent.node_id)
     with django_capture_on_commit_callbacks(execute=True):
@@ -330,8 +330,8 @@ def test_gpu_row_deleted_after_the_map_was_read_falls_back_and_loses_nothing(enr
 def test_preemption_notice_is_recorded_by_billing_after_commit(enroll, monkeypatch,
                                                                django_capture_on_commit_callbacks):
     sent = []
-    monkeypatch.setattr("fleet.telemetry.services.ingest.current_app.send_task",
-                        lambda name, kwargs: sent.append((name, kwargs)))
+    monkeypatch.setattr("fleet.core.failopen.current_app.send_task",
+                        lambda name, kwargs, **options: sent.append((name, kwargs)))
     agent = enroll()
     builder = ReportBuilder(agent.node_id)
     agent.send(builder.report(with_inventory=True))

@@ -1,8 +1,12 @@
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth.password_validation import validate_password
+from django.utils import timezone
 from rest_framework import serializers
 
-from ..choices import Role
 from ..models import APIToken, User
+from ..services import api_token_default_expiry, user_create, user_update
 
 
 class UserSerializer(serializers.ModelSerializer):
@@ -11,33 +15,20 @@ class UserSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = User
-        fields = ["id", "username", "email", "role", "is_active", "password", "last_login", "date_joined"]
-        read_only_fields = ["last_login", "date_joined"]
+        fields = ["id", "username", "email", "role", "is_active", "is_superuser", "password", "last_login",
+                  "date_joined"]
+        read_only_fields = ["is_superuser", "last_login", "date_joined"]
 
     def validate_password(self, value):
-        validate_password(value)
+        validate_password(value, user=self.instance)
         return value
 
     def create(self, validated_data):
         password = validated_data.pop("password", None)
-        user = User(**validated_data)
-        user.is_staff = user.role == Role.ADMIN
-        if password:
-            user.set_password(password)
-        else:
-            user.set_unusable_password()
-        user.save()
-        return user
+        return user_create(actor=self.context["request"].user, password=password, **validated_data)
 
     def update(self, instance, validated_data):
-        password = validated_data.pop("password", None)
-        for field, value in validated_data.items():
-            setattr(instance, field, value)
-        instance.is_staff = instance.role == Role.ADMIN or instance.is_superuser
-        if password:
-            instance.set_password(password)
-        instance.save()
-        return instance
+        return user_update(user=instance, actor=self.context["request"].user, **validated_data)
 
 
 class MeSerializer(serializers.ModelSerializer):
@@ -50,12 +41,33 @@ class MeSerializer(serializers.ModelSerializer):
 class APITokenSerializer(serializers.ModelSerializer):
     user = serializers.SlugRelatedField(slug_field="username", read_only=True)
     is_active = serializers.BooleanField(read_only=True)
+    write_enabled = serializers.BooleanField(
+        default=False, help_text="Off unless asked for: a token can write only when created with this set.")
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most "
+        "API_TOKEN_MAX_TTL_DAYS (365). Every token expires.")
 
     class Meta:
         model = APIToken
         fields = ["id", "name", "user", "prefix", "write_enabled", "expires_at", "revoked_at", "last_used_at",
                   "created_at", "is_active"]
         read_only_fields = ["prefix", "revoked_at", "last_used_at", "created_at"]
+
+    def validate_expires_at(self, value):
+        # Null only ever comes back for tokens made before every token expired; none is created that way.
+        if value is None:
+            raise serializers.ValidationError("Every token expires: give a time, or leave it out for the default.")
+        now = timezone.now()
+        if value <= now:
+            raise serializers.ValidationError("Must be in the future.")
+        longest = timedelta(days=settings.API_TOKEN_MAX_TTL_DAYS)
+        if value - now > longest:
+            raise serializers.ValidationError(f"At most {settings.API_TOKEN_MAX_TTL_DAYS} days from now.")
+        return value
+
+    def validate(self, attrs):
+        attrs.setdefault("expires_at", api_token_default_expiry())
+        return attrs
 
 
 class APITokenCreatedSerializer(APITokenSerializer):
@@ -66,8 +78,9 @@ class APITokenCreatedSerializer(APITokenSerializer):
 
 
 class LoginSerializer(serializers.Serializer):
-    username = serializers.CharField()
-    password = serializers.CharField(style={"input_type": "password"})
+    # Bounded so a megabyte "password" is refused before anything hashes it.
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=1024, trim_whitespace=False, style={"input_type": "password"})
 
 
 class SessionSerializer(serializers.Serializer):

@@ -1,19 +1,25 @@
-from django.contrib.auth import authenticate, login, logout
+from django.contrib.auth import authenticate, login, logout, update_session_auth_hash
 from django.middleware.csrf import get_token
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from fleet.core.api.mixins import AuditedModelViewSet
-
 from ..choices import Role
+from ..http import client_address, enforce_csrf
 from ..models import APIToken, User
-from ..services import api_token_create, api_token_revoke
+from ..services import (
+    api_token_create,
+    api_token_revoke,
+    login_failure_record,
+    login_success_record,
+    login_throttle_check,
+    user_delete,
+)
 from .serializers import (
     APITokenCreatedSerializer,
     APITokenSerializer,
@@ -24,8 +30,9 @@ from .serializers import (
 )
 
 
-class UserViewSet(AuditedModelViewSet):
-    """User management: admins only."""
+class UserViewSet(viewsets.ModelViewSet):
+    """User management: admins only; only a superuser may change or delete a superuser. The services
+    write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash)."""
 
     queryset = User.objects.order_by("username")
     serializer_class = UserSerializer
@@ -33,6 +40,16 @@ class UserViewSet(AuditedModelViewSet):
     write_role = Role.ADMIN
     filterset_fields = ["role", "is_active"]
     search_fields = ["username", "email"]
+
+    def perform_update(self, serializer):
+        user = serializer.save()
+        if (user.pk == self.request.user.pk and "password" in serializer.validated_data
+                and self.request.auth is None):
+            # Changing your own password must not log you out of the session you did it from.
+            update_session_auth_hash(self.request, user)
+
+    def perform_destroy(self, instance):
+        user_delete(user=instance, actor=self.request.user)
 
 
 class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
@@ -89,11 +106,22 @@ class SessionView(APIView):
 
     @extend_schema(request=LoginSerializer, responses=SessionSerializer)
     def post(self, request):
+        # APIView exempts every view from Django's CSRF middleware and DRF checks CSRF only for requests a
+        # session already authenticates, so without this any web page could log a visitor in to an account
+        # of the page's choosing (login CSRF). Django's check also refuses a foreign Origin header.
+        enforce_csrf(request)
         serializer = LoginSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        user = authenticate(request, **serializer.validated_data)
+        username, password = serializer.validated_data["username"], serializer.validated_data["password"]
+        address = client_address(request)
+        wait = login_throttle_check(username=username, address=address)
+        if wait is not None:
+            raise Throttled(wait=wait, detail="Too many login attempts.")
+        user = authenticate(request, username=username, password=password)
         if user is None:
+            login_failure_record(username=username, address=address)
             raise AuthenticationFailed("Wrong username or password.")
+        login_success_record(username=username)
         login(request, user)
         return Response({"authenticated": True, "user": MeSerializer(user).data})
 

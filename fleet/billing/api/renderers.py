@@ -1,7 +1,4 @@
-import csv
-import io
-
-from rest_framework import renderers
+from fleet.core.api.renderers import CSVRenderer
 
 COST_REPORT_COLUMNS = [
     "node_id", "hostname", "provider", "site", "pool", "instance_type", "billing_mode", "rate_source", "currency",
@@ -10,25 +7,10 @@ COST_REPORT_COLUMNS = [
 ]
 
 
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return "; ".join(str(v) for v in value)
-    return str(value)
-
-
-class CostReportCSVRenderer(renderers.BaseRenderer):
+class CostReportCSVRenderer(CSVRenderer):
     """The cost report's rows as CSV: a header, then one line per node (monthly figures)."""
 
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
+    columns = COST_REPORT_COLUMNS
 
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(COST_REPORT_COLUMNS)
-        for row in (data or {}).get("rows", []):
-            writer.writerow([_cell(row.get(column)) for column in COST_REPORT_COLUMNS])
-        return buffer.getvalue().encode(self.charset)
+    def rows(self, data) -> list[dict]:
+        return (data or {}).get("rows", [])

@@ -1,8 +1,15 @@
 """The API's one error shape: {"error": {"code", "message", "fields"}} for every 4xx."""
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import (
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.db.models import ProtectedError, RestrictedError
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -55,13 +62,47 @@ def error_body(code: str, message: str, fields: dict | None = None) -> dict:
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
-def exception_handler(exc, context):
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+    default_detail = "The request body is too large."
+
+
+def _translate(exc):
+    """Django's own exceptions that a request can provoke, as the API exceptions they stand for."""
     if isinstance(exc, DjangoValidationError):
-        exc = exceptions.ValidationError(detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
-    elif isinstance(exc, Http404):
-        exc = exceptions.NotFound()
-    elif isinstance(exc, DjangoPermissionDenied):
-        exc = exceptions.PermissionDenied()
+        return exceptions.ValidationError(detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+    if isinstance(exc, Http404):
+        return exceptions.NotFound()
+    if isinstance(exc, DjangoPermissionDenied):
+        return exceptions.PermissionDenied(detail=str(exc) or None)
+    if isinstance(exc, ProtectedError | RestrictedError):
+        # Deleting a row that others still point at is a conflict the caller can resolve, not a server error.
+        blockers = exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects
+        kinds = sorted({str(obj._meta.verbose_name_plural) for obj in blockers})
+        return DomainError(f"Still referenced by {', '.join(kinds)}; delete or move those first.",
+                           code="protected")
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge()
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return exceptions.ValidationError(detail={"non_field_errors": [str(exc)]}, code="too_many_fields")
+    if isinstance(exc, SuspiciousOperation):
+        return exceptions.ParseError(detail=str(exc) or "The request was refused as malformed.")
+    return exc
+
+
+def api_error_response(exc) -> JsonResponse | None:
+    """The API's error shape for an exception raised outside a DRF view (middleware, request parsing);
+    None when the exception is not one a client can provoke."""
+    exc = _translate(exc)
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    response = exception_handler(exc, {})
+    return JsonResponse(response.data, status=response.status_code, headers=_retry_headers(response))
+
+
+def exception_handler(exc, context):
+    exc = _translate(exc)
 
     response = drf_exception_handler(exc, context)
     if response is None:

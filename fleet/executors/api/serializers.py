@@ -1,9 +1,15 @@
+import ipaddress
+import re
+
 from rest_framework import serializers
 
 from fleet.inventory.models import Node, Pool
 from fleet_agent.protocol import ACTION_KINDS
 
 from ..models import AgentAction, BootstrapHost, BootstrapRun, ExecutorConfig, SSHAction, SSHHost, SSHKey
+
+HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+                      r"[A-Za-z0-9])?)*$")
 
 
 class SSHKeySerializer(serializers.ModelSerializer):
@@ -56,9 +62,13 @@ class SSHHostSerializer(serializers.ModelSerializer):
 
     def validate_address(self, value: str) -> str:
         value = value.strip()
-        if not value or any(ch.isspace() for ch in value) or value.startswith("-"):
-            raise serializers.ValidationError("A host name or IP address (no spaces, not starting with '-').")
-        return value
+        try:
+            return str(ipaddress.ip_address(value))
+        except ValueError:
+            pass
+        if not HOSTNAME.match(value):
+            raise serializers.ValidationError("A host name (letters, digits, '-' and '.') or an IP address.")
+        return value.lower()
 
     def validate_username(self, value: str) -> str:
         if not value or any(ch.isspace() or ch in "@:" for ch in value) or value.startswith("-"):

@@ -20,6 +20,6 @@ router.register("ssh-actions", SSHActionViewSet)
 router.register("ssh-bootstraps", BootstrapRunViewSet)
 
 urlpatterns = [
-    path("executor-callbacks/<uuid:public_id>", ExecutorCallbackView.as_view(), name="executor-callback"),
+    path("executor-callbacks/<str:public_id>", ExecutorCallbackView.as_view(), name="executor-callback"),
     *router.urls,
 ]

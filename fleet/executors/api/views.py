@@ -1,3 +1,4 @@
+import uuid
 from datetime import timedelta
 
 from django.db import transaction
@@ -5,7 +6,7 @@ from django.db.models import Count, Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -196,6 +197,13 @@ class AgentActionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     lookup_url_kwarg = "pk"
     filterset_fields = ["node", "kind", "state", "incident_key"]
     ordering_fields = ["created_at", "reported_at"]
+
+    def get_object(self):
+        try:
+            uuid.UUID(str(self.kwargs["pk"]))
+        except ValueError:
+            raise NotFound("No such agent action.") from None
+        return super().get_object()
 
     @extend_schema(request=AgentActionCreateSerializer, responses={201: AgentActionSerializer})
     def create(self, request):

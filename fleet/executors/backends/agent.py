@@ -86,7 +86,10 @@ class AgentExecutor:
             return steps.StepOutcome.waiting("reboot requested; waiting for the node to report from its new boot",
                                              retry_after=POLL, waiting_on=steps.WAITING_EXECUTOR, **facts)
         if action.kind == AgentActionKind.COLLECT_EVIDENCE:
+            collected = {"source": "agent", "agent_action": str(action.public_id), "node": action.node_id,
+                         "collected_at": action.finished_at.isoformat() if action.finished_at else None,
+                         "message": action.message, "sections": action.evidence or {}}
             return steps.StepOutcome.done(action.message, evidence={
                 "source": "agent", "agent_action": str(action.public_id), "sections": sorted(action.evidence or {})},
-                **facts)
+                **{steps.EXECUTOR_EVIDENCE: collected}, **facts)
         return steps.StepOutcome.done(action.message or f"{action.kind} done", **facts)

@@ -88,5 +88,5 @@ class SSHExecutor:
         if action.kind == SSHActionKind.DIAGNOSE:
             return steps.StepOutcome.done(action.message, evidence={"source": "ssh", "ssh_action": action.pk,
                                                                     "summary": action.result.get("summary", {})},
-                                          **facts)
+                                          **{steps.EXECUTOR_EVIDENCE: action.result}, **facts)
         return steps.StepOutcome.done(action.message, **facts)

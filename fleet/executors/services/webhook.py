@@ -18,6 +18,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -117,6 +118,10 @@ def _delivered(request: ExternalRequest, config: ExecutorConfig, status: int | N
 
 def webhook_callback(*, public_id: str, body: bytes, signature: str) -> ExternalRequest:
     """The receiver's word on a request: checked against the pool's webhook secret, then recorded."""
+    try:
+        public_id = str(uuid.UUID(public_id))
+    except ValueError:
+        raise DomainError("No such webhook request.", code="not_found", status_code=404) from None
     request = ExternalRequest.objects.filter(public_id=public_id, executor=ConfiguredExecutor.WEBHOOK).first()
     if request is None:
         raise DomainError("No such webhook request.", code="not_found", status_code=404)

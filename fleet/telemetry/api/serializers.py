@@ -1,9 +1,13 @@
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from fleet.inventory.models import Pool, Provider, Site
 
-from ..models import ChangeLogEntry, EnrollmentToken, Event, GPUStatus, NodeStatus
+from ..models import ChangeLogEntry, EnrollmentToken, Event, GPUStatus, NodeStatus, ReenrollmentApproval
+from ..services.enrollment import MAX_APPROVAL
+
+MAX_TOKEN_USES = 1_000_000
 
 
 class EnrollmentTokenSerializer(serializers.ModelSerializer):
@@ -12,13 +16,25 @@ class EnrollmentTokenSerializer(serializers.ModelSerializer):
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all(), required=False, allow_null=True)
     labels = serializers.DictField(child=serializers.CharField(max_length=200), required=False)
     is_usable = serializers.BooleanField(read_only=True)
-    max_uses = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    max_uses = serializers.IntegerField(min_value=1, max_value=MAX_TOKEN_USES, required=False, allow_null=True)
 
     class Meta:
         model = EnrollmentToken
         fields = ["id", "name", "prefix", "provider", "site", "pool", "delivery_form", "billing_mode", "labels",
                   "expires_at", "max_uses", "uses", "revoked_at", "is_usable", "created_at"]
         read_only_fields = ["prefix", "uses", "revoked_at", "created_at"]
+
+    def validate_expires_at(self, value):
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("Must be in the future: a token that is already expired enrols nothing.")
+        return value
+
+    def validate_labels(self, value):
+        # The values are CharFields (which refuse NUL characters); the keys are not checked by DictField.
+        for key in value:
+            if not key or len(key) > 100 or "\x00" in key:
+                raise serializers.ValidationError(f"Label names are 1-100 characters without NUL: {key[:100]!r}.")
+        return value
 
 
 class EnrollmentTokenCreatedSerializer(EnrollmentTokenSerializer):
@@ -49,7 +65,24 @@ class EnrollFactsSerializer(serializers.Serializer):
 
 class EnrollRequestSerializer(serializers.Serializer):
     token = serializers.CharField(max_length=200)
+    credential = serializers.CharField(
+        max_length=256, required=False, allow_blank=True, allow_null=True,
+        help_text="The node's current credential, when it has one: re-enrolling a known machine needs it "
+                  "(or an operator's approval).")
     facts = EnrollFactsSerializer()
+
+
+class ReenrollmentAllowSerializer(serializers.Serializer):
+    minutes = serializers.IntegerField(
+        min_value=1, max_value=int(MAX_APPROVAL.total_seconds() // 60), required=False,
+        help_text="How long the approval lasts (default REENROLLMENT_APPROVAL_MINUTES).")
+
+
+class ReenrollmentApprovalSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ReenrollmentApproval
+        fields = ["id", "node", "approved_by", "created_at", "expires_at", "used_at", "cancelled_at"]
+        read_only_fields = fields
 
 
 class EnrollResponseSerializer(serializers.Serializer):
@@ -59,11 +92,18 @@ class EnrollResponseSerializer(serializers.Serializer):
     interval_s = serializers.IntegerField()
 
 
+class DroppedSerializer(serializers.Serializer):
+    events = serializers.IntegerField(help_text="Events over AGENT_MAX_EVENTS_PER_REPORT / _PER_BATCH")
+    gpus = serializers.IntegerField(help_text="New GPUs over AGENT_MAX_GPUS_PER_NODE")
+    gpu_uuid_conflicts = serializers.IntegerField(help_text="GPU uuids that belong to another node")
+
+
 class ReportAckSerializer(serializers.Serializer):
     acked_sequence = serializers.IntegerField()
     agent_instance_id = serializers.CharField()
     accepted = serializers.IntegerField()
     duplicates = serializers.IntegerField()
+    dropped = DroppedSerializer(required=False, help_text="Present when stored reports lost some of their content.")
     actions = serializers.ListField(child=serializers.DictField(), required=False,
                                     help_text="Open actions for this node, signed (docs/executors.md); absent if none")
 

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from fleet.accounts.choices import Role
 from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
+from fleet.core.api.throttling import FailOpenThrottleMixin
 from fleet.executors.services.agent_actions import agent_action_exchange
 from fleet.inventory.models import GPU, Node
 
@@ -24,10 +25,17 @@ from .. import metrics
 from ..authentication import IsNodeAgent, NodeCredentialAuthentication
 from ..models import ChangeLogEntry, EnrollmentToken, Event
 from ..selectors import SeriesError, fleet_summary, gpu_series, node_latest_status, node_series
-from ..services.enrollment import enrollment_token_create, enrollment_token_revoke, node_enroll
+from ..services.enrollment import (
+    enrollment_token_create,
+    enrollment_token_revoke,
+    node_enroll,
+    node_reenrollment_allow,
+    node_reenrollment_cancel,
+)
 from ..services.ingest import NodeMismatch, reports_ingest
 from ..validation import ReportInvalid, validate_batch
 from .filtersets import EventFilterSet
+from .parsers import StrictJSONParser
 from .serializers import (
     ChangeLogEntrySerializer,
     EnrollmentTokenCreatedSerializer,
@@ -37,6 +45,8 @@ from .serializers import (
     EventSerializer,
     FleetSummarySerializer,
     NodeStatusSerializer,
+    ReenrollmentAllowSerializer,
+    ReenrollmentApprovalSerializer,
     ReportAckSerializer,
     SeriesQuerySerializer,
     SeriesSerializer,
@@ -72,8 +82,8 @@ class EnrollmentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, m
         return Response(EnrollmentTokenSerializer(token).data)
 
 
-class EnrollThrottle(AnonRateThrottle):
-    """Per source address; generous, since a rollout behind one NAT enrols many nodes at once."""
+class EnrollThrottle(FailOpenThrottleMixin, AnonRateThrottle):
+    """Per source address; generous, since a rollout behind one NAT enrols many nodes at once. Fails open."""
 
     scope = "enroll"
 
@@ -84,6 +94,7 @@ class EnrollView(APIView):
     authentication_classes: list = []
     permission_classes = [permissions.AllowAny]
     throttle_classes = [EnrollThrottle]
+    parser_classes = [StrictJSONParser]
 
     def get_authenticate_header(self, request):
         # A bad enrolment token is an authentication failure (401), not a permission one.
@@ -94,14 +105,16 @@ class EnrollView(APIView):
         serializer = EnrollRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         enrollment = node_enroll(token_key=serializer.validated_data["token"],
-                                 facts=serializer.validated_data["facts"])
+                                 facts=serializer.validated_data["facts"],
+                                 credential=serializer.validated_data.get("credential"))
         body = {"node_id": enrollment.node.pk, "credential": enrollment.credential,
                 "reports_url": "/api/v1/agent/reports", "interval_s": settings.FLEET_DEFAULT_REPORT_INTERVAL_S}
         return Response(body, status=status.HTTP_201_CREATED if enrollment.created else status.HTTP_200_OK)
 
 
 class NodeRateThrottle(SimpleRateThrottle):
-    """Per-node flood protection for the agent endpoints: a fixed window per node (`AGENT_RATE_LIMIT`)."""
+    """Per-node flood protection for the agent endpoints: a fixed window per node (`AGENT_RATE_LIMIT`). Fails open
+    when the counter store is unavailable (`ratelimit.hit` returns None)."""
 
     scope = "agent"
 
@@ -109,7 +122,8 @@ class NodeRateThrottle(SimpleRateThrottle):
         node_id = getattr(request.user, "node_id", None)
         if self.rate is None or node_id is None:
             return True
-        return ratelimit.hit(f"{self.scope}:{node_id}", self.duration) <= self.num_requests
+        count = ratelimit.hit(f"{self.scope}:{node_id}", self.duration)
+        return count is None or count <= self.num_requests
 
     def wait(self):
         return ratelimit.seconds_left(self.duration)
@@ -129,6 +143,12 @@ def _read_body(request) -> bytes:
                 raise _TooLarge()
         except (zlib.error, gzip.BadGzipFile) as exc:
             raise ParseError(f"Body is not valid gzip: {exc}") from None
+        # One complete gzip member and nothing after it: a truncated stream or trailing bytes mean the body is
+        # not what the agent sent (the agent writes exactly one member).
+        if not decompressor.eof:
+            raise ParseError("Body is not valid gzip: the stream is truncated.")
+        if decompressor.unused_data:
+            raise ParseError("Body is not valid gzip: data after the end of the gzip stream.")
     if len(raw) > limit:
         raise _TooLarge()
     return raw
@@ -156,8 +176,10 @@ class ReportsView(APIView):
         started = time.perf_counter()
         now = timezone.now()
         try:
-            payload = orjson.loads(_read_body(request))
-            reports = validate_batch(payload, now=now)
+            raw = _read_body(request)
+            payload = orjson.loads(raw)
+            # A NUL can only arrive as the JSON escape, so without one the strings need no sanitising walk.
+            reports = validate_batch(payload, now=now, has_nul=b"\\u0000" in raw)
             result = reports_ingest(node_id=request.user.node_id, reports=reports, now=now)
         except _TooLarge:
             metrics.reports_rejected("too_large")
@@ -181,8 +203,12 @@ class ReportsView(APIView):
         actions = agent_action_exchange(node_id=request.user.node_id, credential_id=request.user.credential_id,
                                         reports=reports, now=now)
         metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
-        return Response({"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
-                         "accepted": result.accepted, "duplicates": result.duplicates, **actions})
+        body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
+                "accepted": result.accepted, "duplicates": result.duplicates, **actions}
+        if any(result.dropped.values()):
+            metrics.items_dropped(result.dropped)
+            body["dropped"] = result.dropped
+        return Response(body)
 
 
 class NodeTelemetryViewSet(viewsets.GenericViewSet):
@@ -212,6 +238,26 @@ class NodeTelemetryViewSet(viewsets.GenericViewSet):
     def changes(self, request, pk=None):
         rows = ChangeLogEntry.objects.filter(node=self.get_object())[:200]
         return Response(ChangeLogEntrySerializer(rows, many=True).data)
+
+    @extend_schema(methods=["POST"], request=ReenrollmentAllowSerializer,
+                   responses={201: ReenrollmentApprovalSerializer},
+                   description="Let this node's machine enrol again once, within the given minutes, without its "
+                               "current credential (a node that lost its disk). Operators.")
+    @extend_schema(methods=["DELETE"], request=None, responses={204: None},
+                   description="Withdraw the open approvals to re-enrol this node. Operators.")
+    @action(detail=True, methods=["post", "delete"], url_path="allow-reenrollment", pagination_class=None,
+            filter_backends=[])
+    def allow_reenrollment(self, request, pk=None):
+        node = self.get_object()
+        if request.method == "DELETE":
+            node_reenrollment_cancel(node=node, actor=request.user)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        serializer = ReenrollmentAllowSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        minutes = serializer.validated_data.get("minutes") or settings.REENROLLMENT_APPROVAL_MINUTES
+        approval = node_reenrollment_allow(node=node, actor=request.user,
+                                           until=timezone.now() + timezone.timedelta(minutes=minutes))
+        return Response(ReenrollmentApprovalSerializer(approval).data, status=status.HTTP_201_CREATED)
 
 
 class GPUTelemetryViewSet(viewsets.GenericViewSet):

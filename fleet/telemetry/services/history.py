@@ -1,5 +1,6 @@
 """History upkeep: 5-minute rollups of raw samples, and retention pruning."""
 
+import math
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -19,9 +20,25 @@ def _bucket(at: datetime) -> datetime:
     return at.replace(second=0, microsecond=0, minute=at.minute - at.minute % 5)
 
 
-def _mean(values):
+_INTEGER_COLUMNS = {"memory_used_bytes", "sm_clock_mhz"}
+
+
+def _int_mean(values):
+    # Exact: a float mean of values near 2**63 rounds up past the 64-bit column.
     values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
+    return sum(values) // len(values) if values else None
+
+
+def _mean(values):
+    # Non-finite readings (stored before the schema bounded every number) would roll up into Infinity.
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return finite_mean(values) if values else None
+
+
+def finite_mean(values: list[float]) -> float:
+    """The mean of finite values, which is finite even where their sum overflows (two readings of 1e308)."""
+    total = sum(values)
+    return total / len(values) if math.isfinite(total) else sum(v / len(values) for v in values)
 
 
 def _rollup(raw_model, rollup_model, key: str, avg_fields: list[str], extra, since: datetime, until: datetime,
@@ -34,12 +51,10 @@ def _rollup(raw_model, rollup_model, key: str, avg_fields: list[str], extra, sin
     objects = []
     for (owner, bucket), values in groups.items():
         columns = list(zip(*values, strict=True))
-        fields = {name: _mean(columns[i]) for i, name in enumerate(avg_fields)}
+        fields = {name: (_int_mean if name in _INTEGER_COLUMNS else _mean)(columns[i])
+                  for i, name in enumerate(avg_fields)}
         for j, (name, reducer) in enumerate(extra.items()):
             fields.update(reducer(name, columns[len(avg_fields) + j]))
-        for name in ("memory_used_bytes", "sm_clock_mhz"):
-            if fields.get(name) is not None:
-                fields[name] = int(fields[name])
         objects.append(rollup_model(**{f"{key}_id": owner}, bucket=bucket, samples=len(values), **fields))
     update = [f.name for f in rollup_model._meta.concrete_fields if f.name not in ("id", key, "bucket")]
     for start in range(0, len(objects), 5000):

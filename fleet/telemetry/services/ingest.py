@@ -18,22 +18,26 @@ The hot path deliberately avoids ORM querysets: compiling a query cost more CPU 
 import logging
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 
-from celery import current_app
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
-from fleet.core import rowsets
+from fleet.core import failopen, rowsets
 from fleet.inventory.models import GPU
 from fleet_agent.protocol import NOTICE_EVENT_KINDS
 
-from ..choices import ACTIONABLE_EVENT_KINDS, EventKind
+from ..choices import ACTIONABLE_EVENT_KINDS, EventKind, EventSeverity
 from ..models import AgentEpoch, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
 from ..validation import parse_time
 from .inventory import inventory_apply
 
 logger = logging.getLogger(__name__)
+
+INT64_MAX = 2**63 - 1
+# One gpu_uuid_conflict event per (node, uuid) in this window, however often the node repeats the claim.
+CONFLICT_EVENT_EVERY = timedelta(hours=24)
 
 _NODE_STATUS_FIELDS = (
     "received_at", "collected_at", "sequence", "agent_instance_id", "agent_version", "interval_s", "silent",
@@ -64,6 +68,9 @@ class IngestResult:
     duplicates: int = 0
     urgent_events: int = 0
     events: list[int] = field(default_factory=list)
+    # What stored reports lost on the way in: events over a limit, new GPUs over the per-node limit, GPU uuids
+    # that belong to another node. Never silent: the response and a Prometheus counter carry it.
+    dropped: dict[str, int] = field(default_factory=lambda: {"events": 0, "gpus": 0, "gpu_uuid_conflicts": 0})
 
 
 def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> IngestResult:
@@ -129,18 +136,21 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
         if not fresh:
             return result
 
+        fresh = _cap_events(fresh, result.dropped)
         inventory_reports = [r for r in fresh if r.get("inventory")]
+        own = {uuid: pk for _, _, uuid, pk in rows if pk is not None}
+        refused, conflicts = _refused_gpus(node_id, own, fresh, inventory_reports, result.dropped)
         if inventory_reports:
-            gpu_ids = inventory_apply(node_id=node_id, report=inventory_reports[-1], now=now)
+            gpu_ids = inventory_apply(node_id=node_id, report=inventory_reports[-1], now=now, refused=refused)
         else:
-            gpu_ids = {uuid: pk for _, _, uuid, pk in rows if pk is not None}
-        gpu_ids = _ensure_reported_gpus(node_id, fresh, gpu_ids)
+            gpu_ids = own
+        gpu_ids = _ensure_reported_gpus(node_id, fresh, gpu_ids, refused)
         writes = _status_writes(node_id, instance_id, fresh, gpu_ids, now,
                                 inventory=inventory_reports[-1]["inventory"] if inventory_reports else None)
         writes.append(rowsets.statement(_sql_epoch_ack(), fresh[-1]["sequence"],
                                         connection.ops.adapt_datetimefield_value(now), epoch_id))
         rowsets.execute(writes)
-        events = _events(node_id, fresh, gpu_ids)
+        events = _events(node_id, fresh, gpu_ids) + _conflict_events(node_id, conflicts, fresh[-1], now)
         if events:
             created = Event.objects.bulk_create(events)
             result.events = [e.pk for e in created if e.pk is not None]
@@ -222,32 +232,105 @@ def _sql_gpu_map() -> str:
 
 
 def _after_urgent(node_id: int, notice_event_ids: list[int]) -> None:
-    """Evaluate the node now and record announced preemptions; the periodic tasks catch up if the broker fails."""
-    try:
-        for event_id in notice_event_ids:
-            current_app.send_task("billing.record_preemption_notice", kwargs={"event_id": event_id})
-        current_app.send_task("health.evaluate_nodes", kwargs={"node_ids": [node_id]})
-    except Exception:  # never fail an ingest over the broker
-        logger.exception("could not enqueue urgent work for node %s", node_id)
+    """Evaluate the node now and record announced preemptions; the periodic tasks catch up if the broker fails
+    (`failopen.enqueue` never raises, and gives up on a dead broker within a fraction of a second)."""
+    for event_id in notice_event_ids:
+        failopen.enqueue("billing.record_preemption_notice", event_id=event_id)
+    failopen.enqueue("health.evaluate_nodes", node_ids=[node_id])
 
 
-def _ensure_reported_gpus(node_id: int, reports: list[dict], gpu_ids: dict[str, int]) -> dict[str, int]:
+def _ensure_reported_gpus(node_id: int, reports: list[dict], gpu_ids: dict[str, int],
+                          refused: set[str]) -> dict[str, int]:
     """GPUs that report status before any inventory names them still get a row (rare: e.g. a hot-added GPU)."""
     missing = {}
     for report in reports:
         for gpu in report.get("gpus") or []:
             uuid = gpu.get("uuid")
-            if uuid and uuid not in gpu_ids and uuid not in missing:
+            if uuid and uuid not in gpu_ids and uuid not in missing and uuid not in refused:
                 missing[uuid] = GPU(node_id=node_id, uuid=uuid, index=gpu.get("index") or 0,
                                     model=gpu.get("name") or "", pci_bus_id=gpu.get("pci_bus_id") or "",
                                     memory_total_bytes=gpu.get("memory_total_bytes"),
                                     serial=gpu.get("serial") or "",
                                     compute_capability=gpu.get("compute_capability") or "")
     if missing:
-        GPU.objects.bulk_create(list(missing.values()), update_conflicts=True, unique_fields=["uuid"],
-                                update_fields=["node", "index", "present"])
+        # DO NOTHING on a uuid another node inserted meanwhile: a GPU row never changes node here.
+        GPU.objects.bulk_create(list(missing.values()), ignore_conflicts=True)
         gpu_ids = dict(GPU.objects.filter(node_id=node_id).values_list("uuid", "pk"))
     return gpu_ids
+
+
+def _cap_events(reports: list[dict], dropped: dict[str, int]) -> list[dict]:
+    """Keep at most AGENT_MAX_EVENTS_PER_REPORT events per report and AGENT_MAX_EVENTS_PER_BATCH in the batch.
+
+    Urgent kinds (Xid, SXid, GPU lost, preemption notice) are kept before the rest, earlier reports before later
+    ones; kept events stay in their reported order. The rest are counted in `dropped["events"]`.
+    """
+    per_report, per_batch = settings.AGENT_MAX_EVENTS_PER_REPORT, settings.AGENT_MAX_EVENTS_PER_BATCH
+    counts = [len(r.get("events") or []) for r in reports]
+    if max(counts) <= per_report and sum(counts) <= per_batch:
+        return reports
+    candidates = []  # (not urgent, report index, event index) of what each report may keep
+    for r, report in enumerate(reports):
+        events = report.get("events") or []
+        ranked = sorted(range(len(events)), key=lambda i: events[i]["kind"] not in ACTIONABLE_EVENT_KINDS)
+        candidates.extend((events[i]["kind"] not in ACTIONABLE_EVENT_KINDS, r, i) for i in ranked[:per_report])
+    kept: dict[int, set[int]] = {}
+    for _, r, i in sorted(candidates)[:per_batch]:
+        kept.setdefault(r, set()).add(i)
+    capped = []
+    for r, report in enumerate(reports):
+        keep = kept.get(r, set())
+        if len(keep) < counts[r]:
+            report = {**report, "events": [e for i, e in enumerate(report["events"]) if i in keep]}
+        capped.append(report)
+    lost = sum(counts) - sum(len(k) for k in kept.values())
+    dropped["events"] += lost
+    logger.warning("a report batch carried %d events over the limits (%d per report, %d per batch); dropped",
+                   lost, per_report, per_batch)
+    return capped
+
+
+def _refused_gpus(node_id: int, own: dict[str, int], reports: list[dict], inventory_reports: list[dict],
+                  dropped: dict[str, int]) -> tuple[set[str], dict[str, tuple[int, str]]]:
+    """The GPU uuids in these reports that must not get a row on this node, and the conflicting ones' owners.
+
+    A uuid that already belongs to another node is never moved (a report is a claim; a GPU that really moved is
+    rare and an operator reassigns it); a new uuid past AGENT_MAX_GPUS_PER_NODE rows is not stored either. Costs
+    a query only when the batch names a GPU this node has no row for.
+    """
+    named = [g.get("uuid") for g in (inventory_reports[-1]["inventory"].get("gpus") or [])] if inventory_reports \
+        else []
+    named += [g.get("uuid") for r in reports for g in r.get("gpus") or []]
+    new = list(dict.fromkeys(u for u in named if u and u not in own))
+    if not new:
+        return set(), {}
+    owners = {uuid: (owner, hostname) for uuid, owner, hostname in
+              GPU.objects.filter(uuid__in=new).values_list("uuid", "node_id", "node__hostname")}
+    conflicts = {uuid: owner for uuid, owner in owners.items() if owner[0] != node_id}
+    room = max(0, settings.AGENT_MAX_GPUS_PER_NODE - len(own))
+    unowned = [u for u in new if u not in owners]
+    over_limit = unowned[room:]
+    dropped["gpu_uuid_conflicts"] += len(conflicts)
+    dropped["gpus"] += len(over_limit)
+    if conflicts or over_limit:
+        logger.warning("node %s named %d GPU(s) of other nodes and %d GPU(s) over its limit of %d",
+                       node_id, len(conflicts), len(over_limit), settings.AGENT_MAX_GPUS_PER_NODE)
+    return set(conflicts) | set(over_limit), conflicts
+
+
+def _conflict_events(node_id: int, conflicts: dict[str, tuple[int, str]], report: dict, now: datetime) -> list[Event]:
+    """One gpu_uuid_conflict event per claimed uuid on the reporting node, at most once per CONFLICT_EVENT_EVERY."""
+    if not conflicts:
+        return []
+    recent = Event.objects.filter(node_id=node_id, kind=EventKind.GPU_UUID_CONFLICT,
+                                  received_at__gte=now - CONFLICT_EVENT_EVERY).values_list("detail", flat=True)
+    seen = {(detail or {}).get("gpu_uuid") for detail in recent}
+    at = parse_time(report["collected_at"])
+    return [Event(node_id=node_id, kind=EventKind.GPU_UUID_CONFLICT, severity=EventSeverity.WARNING, at=at,
+                  message=(f"Reported GPU {uuid} belongs to node {hostname} (id {owner}); not moved, its readings not "
+                           "stored here. If it was physically moved, reassign it to this node.")[:1000],
+                  detail={"gpu_uuid": uuid, "owner_node_id": owner, "owner_hostname": hostname})
+            for uuid, (owner, hostname) in conflicts.items() if uuid not in seen]
 
 
 def _nested(data: dict | None, *keys):
@@ -270,7 +353,8 @@ def _node_status(node_id: int, report: dict, now: datetime, instance_id: str) ->
     return dict(
         node_id=node_id, received_at=now, collected_at=parse_time(report["collected_at"]),
         sequence=report["sequence"], agent_instance_id=instance_id,
-        agent_version=(report.get("agent") or {}).get("version") or "", interval_s=int(report.get("interval_s") or 15),
+        agent_version=(report.get("agent") or {}).get("version") or "",
+        interval_s=max(1, round(report.get("interval_s") or 15)),
         silent=False, silent_since=None,
         nvml_status=visibility.get("nvml") or "ok", nvml_message=(visibility.get("message") or "")[:500],
         gpu_count_seen=visibility.get("gpu_count"), lost_gpus=visibility.get("lost_gpus") or [],
@@ -309,7 +393,8 @@ def _gpu_status(gpu_pk: int, node_id: int, at: datetime, gpu: dict) -> dict:
         pcie_gen_current=_nested(gpu, "pcie", "gen_current"), pcie_gen_max=_nested(gpu, "pcie", "gen_max"),
         pcie_width_current=_nested(gpu, "pcie", "width_current"), pcie_width_max=_nested(gpu, "pcie", "width_max"),
         process_count=len(processes),
-        process_memory_bytes=sum(p.get("used_memory_bytes") or 0 for p in processes),
+        # Each value fits 64 bits (the schema says so); their sum need not.
+        process_memory_bytes=min(sum(p.get("used_memory_bytes") or 0 for p in processes), INT64_MAX),
         processes=processes[:64], nvlink=gpu.get("nvlink") or [],
     )
 

@@ -20,8 +20,14 @@ def _framework_summary(frameworks: list[dict]) -> dict[str, str]:
     return {f.get("name", "?"): f"{f.get('version') or '?'} (CUDA {f.get('cuda') or '-'})" for f in frameworks}
 
 
-def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, int]:
-    """Upsert the node's GPUs and stack from `report["inventory"]`; return the uuid → GPU id map."""
+def inventory_apply(*, node_id: int, report: dict, now: datetime, refused: set[str] | frozenset = frozenset()
+                    ) -> dict[str, int]:
+    """Upsert the node's GPUs and stack from `report["inventory"]`; return the uuid → GPU id map.
+
+    GPUs in `refused` (uuids of other nodes, or past the node's GPU limit) are left out, and no GPU row ever
+    changes node here: the node's own rows are updated, new uuids inserted, a uuid that another node holds is not
+    touched even if it appeared after the caller checked.
+    """
     inventory = report["inventory"]
     changes: list[ChangeLogEntry] = []
 
@@ -35,7 +41,7 @@ def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, i
     upserts: list[GPU] = []
     for item in reported:
         uuid = item.get("uuid")
-        if not uuid:
+        if not uuid or uuid in refused:
             continue
         seen.add(uuid)
         old = existing.get(uuid)
@@ -55,10 +61,14 @@ def inventory_apply(*, node_id: int, report: dict, now: datetime) -> dict[str, i
             pci_bus_id=item.get("pci_bus_id") or "", compute_capability=item.get("compute_capability") or "",
             present=True,
         ))
-    if upserts:
-        GPU.objects.bulk_create(upserts, update_conflicts=True, unique_fields=["uuid"],
-                                update_fields=["node", "index", "model", "memory_total_bytes", "serial", "pci_bus_id",
+    known = [g for g in upserts if g.uuid in existing]
+    if known:
+        GPU.objects.bulk_create(known, update_conflicts=True, unique_fields=["uuid"],
+                                update_fields=["index", "model", "memory_total_bytes", "serial", "pci_bus_id",
                                                "compute_capability", "present", "updated_at"])
+    new = [g for g in upserts if g.uuid not in existing]
+    if new:
+        GPU.objects.bulk_create(new, ignore_conflicts=True)
     gone = [g for uuid, g in existing.items() if uuid not in seen and g.present]
     if gone:
         GPU.objects.filter(pk__in=[g.pk for g in gone]).update(present=False, updated_at=now)

@@ -2,6 +2,8 @@ import { Route, Routes } from "react-router";
 import { LoginPage } from "@/features/auth/components/LoginPage";
 import { EnrollPage } from "@/features/enrollment/components/EnrollPage";
 import { FindingsPage } from "@/features/findings/components/FindingsPage";
+import { IncidentDetailPage } from "@/features/incidents/components/IncidentDetailPage";
+import { IncidentsPage } from "@/features/incidents/components/IncidentsPage";
 import { NodesPage } from "@/features/nodes/components/NodesPage";
 import { RulesPage } from "@/features/rules/components/RulesPage";
 import { TokensPage } from "@/features/tokens/components/TokensPage";
@@ -21,6 +23,8 @@ export function AppRoutes() {
         <Route path="nodes" element={<NodesPage />} />
         <Route path="nodes/:nodeId" element={<NodeDetailRoute />} />
         <Route path="findings" element={<FindingsPage />} />
+        <Route path="incidents" element={<IncidentsPage />} />
+        <Route path="incidents/:incidentId" element={<IncidentDetailPage />} />
         <Route path="rules" element={<RulesPage />} />
         <Route path="enroll" element={<EnrollPage />} />
         <Route path="tokens" element={<TokensPage />} />

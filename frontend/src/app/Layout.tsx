@@ -9,6 +9,7 @@ const NAV = [
   { to: "/", label: "nav.overview", end: true },
   { to: "/nodes", label: "nav.nodes", end: false },
   { to: "/findings", label: "nav.findings", end: false },
+  { to: "/incidents", label: "nav.incidents", end: false },
   { to: "/rules", label: "nav.rules", end: false },
   { to: "/enroll", label: "nav.enroll", end: false },
   { to: "/tokens", label: "nav.tokens", end: false },

@@ -38,7 +38,7 @@ class Command(BaseCommand):
                "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.local")}
         commands = {
             "web": [python, "-m", "gunicorn", "config.wsgi", "--bind", bind, "--workers", str(web_workers),
-                    "--threads", "4", "--graceful-timeout", "5"],
+                    "--threads", "4", "--graceful-timeout", "5", "--backlog", "1024"],
             "worker": [python, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",
                        "--concurrency", "2", "--without-gossip", "--without-mingle"],
             "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",

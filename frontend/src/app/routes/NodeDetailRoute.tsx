@@ -6,6 +6,7 @@ import { useNodeFindings } from "@/features/findings/api/getFindings";
 import { TriageChecklist } from "@/features/findings/components/TriageChecklist";
 import { findingTitle, isActive } from "@/features/findings/types/findings";
 import { NodeBillingPanel } from "@/features/billing/components/NodeBillingPanel";
+import { NodeRemediationPanel } from "@/features/incidents/components/NodeRemediationPanel";
 import { useNode } from "@/features/nodes/api/getNode";
 import { useNodeBoundary } from "@/features/nodes/api/getNodeBoundary";
 import { BoundaryMatrix, WhomToCall, type MatrixFinding } from "@/features/nodes/components/BoundaryMatrix";
@@ -51,6 +52,13 @@ function BoundaryPanel({ nodeId, providerName }: { nodeId: number; providerName?
   return <Panel title={t("boundary.title")} testId="boundary-panel" className="panel--wide">{body}</Panel>;
 }
 
+/** The node's incidents and the operator's buttons; the active findings come from the findings feature. */
+function RemediationPanel({ nodeId }: { nodeId: number }) {
+  const findings = useNodeFindings(nodeId);
+  const active = (findings.data?.results ?? []).filter(isActive).map((f) => ({ id: f.id, title: findingTitle(f) }));
+  return <NodeRemediationPanel nodeId={nodeId} findings={active} />;
+}
+
 export function NodeDetailRoute() {
   const { t } = useTranslation();
   const { nodeId } = useParams();
@@ -80,6 +88,7 @@ export function NodeDetailRoute() {
       </h1>
       <BoundaryPanel nodeId={id} providerName={data.provider_name} />
       <TriageChecklist nodeId={id} />
+      <RemediationPanel nodeId={id} />
       <div className="grid grid--two">
         <InventoryPanel node={data} />
         <LiveStatusPanel nodeId={id} />

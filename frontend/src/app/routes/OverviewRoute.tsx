@@ -1,6 +1,7 @@
 import { useTranslation } from "react-i18next";
 import { CostSummary } from "@/features/billing/components/CostSummary";
 import { UrgentFindings } from "@/features/findings/components/UrgentFindings";
+import { BreakersPanel } from "@/features/incidents/components/BreakersPanel";
 import { FleetSummaryPanels } from "@/features/fleet/components/FleetSummaryPanels";
 
 export function OverviewRoute() {
@@ -13,6 +14,7 @@ export function OverviewRoute() {
         <UrgentFindings />
         <CostSummary />
       </div>
+      <BreakersPanel />
     </div>
   );
 }

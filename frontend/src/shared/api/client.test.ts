@@ -20,16 +20,16 @@ describe("api client", () => {
     document.cookie = "csrftoken=abc123";
     const fake = fakeApi({ "GET /api/v1/me/": { id: 1 }, "POST /api/v1/tokens/": reply(201, { id: 2 }) });
     await unwrap(client.GET("/api/v1/me/"));
-    const created = await unwrap(client.POST("/api/v1/tokens/", { body: { name: "x" } }));
+    const created = await unwrap(client.POST("/api/v1/tokens/", { body: { name: "x", write_enabled: false } }));
     expect(created).toEqual({ id: 2 });
     expect(fake.calls[0].headers["x-csrftoken"]).toBeUndefined();
     expect(fake.calls[1].headers["x-csrftoken"]).toBe("abc123");
-    expect(fake.calls[1].body).toEqual({ name: "x" });
+    expect(fake.calls[1].body).toEqual({ name: "x", write_enabled: false });
   });
 
   it("turns the API's error shape into an ApiError with its fields", async () => {
     fakeApi({ "POST /api/v1/tokens/": reply(400, { error: { code: "invalid", message: "Bad name", fields: { name: ["Too long."] } } }) });
-    const error = await unwrap(client.POST("/api/v1/tokens/", { body: { name: "" } })).catch((e: ApiError) => e) as ApiError;
+    const error = await unwrap(client.POST("/api/v1/tokens/", { body: { name: "", write_enabled: false } })).catch((e: ApiError) => e) as ApiError;
     expect(error).toBeInstanceOf(ApiError);
     expect(error).toMatchObject({ status: 400, code: "invalid", message: "Bad name", fields: { name: ["Too long."] } });
     expect(error.isNotAvailable).toBe(false);

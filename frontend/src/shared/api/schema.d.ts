@@ -260,6 +260,60 @@ export interface paths {
         patch: operations["v1_checkpoint_policies_partial_update"];
         trace?: never;
     };
+    "/api/v1/circuit-breakers/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Circuit breakers per pool and site. Operators change the thresholds and reset an open breaker. */
+        get: operations["v1_circuit_breakers_list"];
+        put?: never;
+        /** @description Circuit breakers per pool and site. Operators change the thresholds and reset an open breaker. */
+        post: operations["v1_circuit_breakers_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/circuit-breakers/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Circuit breakers per pool and site. Operators change the thresholds and reset an open breaker. */
+        get: operations["v1_circuit_breakers_retrieve"];
+        /** @description Circuit breakers per pool and site. Operators change the thresholds and reset an open breaker. */
+        put: operations["v1_circuit_breakers_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** @description Circuit breakers per pool and site. Operators change the thresholds and reset an open breaker. */
+        patch: operations["v1_circuit_breakers_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/circuit-breakers/{id}/reset/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Circuit breakers per pool and site. Operators change the thresholds and reset an open breaker. */
+        post: operations["v1_circuit_breakers_reset_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/cost-profiles/": {
         parameters: {
             query?: never;
@@ -416,6 +470,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/executors/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Executors installed on this server and the step kinds each can carry out. */
+        get: operations["v1_executors_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/expiring-reserved-terms/": {
         parameters: {
             query?: never;
@@ -425,6 +496,40 @@ export interface paths {
         };
         /** @description Reserved terms that end within `within_days` (default 30). */
         get: operations["v1_expiring_reserved_terms_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/finding-intakes/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description What remediation decided for each finding (opened, attached, no policy, snoozed, …). */
+        get: operations["v1_finding_intakes_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/finding-intakes/{finding}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description What remediation decided for each finding (opened, attached, no policy, snoozed, …). */
+        get: operations["v1_finding_intakes_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -550,6 +655,223 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/incidents/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Remediation incidents: one open per node and cause. Viewers read; operators open incidents by hand and act
+         *     on them (approving a destructive step needs an operator or admin).
+         */
+        get: operations["v1_incidents_list"];
+        put?: never;
+        /** @description Open an incident on a node with a chosen workflow (the node page's cordon, drain, reboot and replace buttons use operator-cordon, operator-drain, operator-reboot and operator-replace). */
+        post: operations["v1_incidents_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Remediation incidents: one open per node and cause. Viewers read; operators open incidents by hand and act
+         *     on them (approving a destructive step needs an operator or admin).
+         */
+        get: operations["v1_incidents_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/approve/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Approve the current step (destructive steps, workflows that ask, nodes labelled no-auto-remediation). Operators and admins. */
+        post: operations["v1_incidents_approve_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/cancel/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Cancel the incident (a mass-failure incident also closes its circuit breaker). */
+        post: operations["v1_incidents_cancel_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/complete/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Mark the current waiting step done (a runbook step carried out). */
+        post: operations["v1_incidents_complete_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/escalate/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Continue with another workflow. */
+        post: operations["v1_incidents_escalate_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/evidence/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Remediation incidents: one open per node and cause. Viewers read; operators open incidents by hand and act
+         *     on them (approving a destructive step needs an operator or admin).
+         */
+        get: operations["v1_incidents_evidence_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/fail/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Mark the current waiting step failed; its on-failure rule applies. */
+        post: operations["v1_incidents_fail_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/note/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Add a note to the timeline. */
+        post: operations["v1_incidents_note_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/retry/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Run the current (failed or waiting) step again as a new attempt. */
+        post: operations["v1_incidents_retry_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/skip/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Skip the current step and go on. */
+        post: operations["v1_incidents_skip_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/incidents/{id}/timeline/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Remediation incidents: one open per node and cause. Viewers read; operators open incidents by hand and act
+         *     on them (approving a destructive step needs an operator or admin).
+         */
+        get: operations["v1_incidents_timeline_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/me/": {
         parameters: {
             query?: never;
@@ -583,6 +905,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/node-remediation/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A node's own executor list (overrides its pool's). */
+        get: operations["v1_node_remediation_list"];
+        put?: never;
+        /** @description A node's own executor list (overrides its pool's). */
+        post: operations["v1_node_remediation_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/node-remediation/{node}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A node's own executor list (overrides its pool's). */
+        get: operations["v1_node_remediation_retrieve"];
+        /** @description A node's own executor list (overrides its pool's). */
+        put: operations["v1_node_remediation_update"];
+        post?: never;
+        /** @description A node's own executor list (overrides its pool's). */
+        delete: operations["v1_node_remediation_destroy"];
+        options?: never;
+        head?: never;
+        /** @description A node's own executor list (overrides its pool's). */
+        patch: operations["v1_node_remediation_partial_update"];
+        trace?: never;
+    };
     "/api/v1/nodes/": {
         parameters: {
             query?: never;
@@ -610,6 +970,23 @@ export interface paths {
         };
         /** @description The node's evidence bundle (open findings, GPUs, nvidia-smi snapshot, kernel log, stack, changes). */
         get: operations["v1_nodes_evidence_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/nodes/{node_id}/incidents/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A node's incidents, newest first (the node page). */
+        get: operations["v1_nodes_incidents_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -653,6 +1030,24 @@ export interface paths {
         head?: never;
         /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
         patch: operations["v1_nodes_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/nodes/{id}/allow-reenrollment/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Let this node's machine enrol again once, within the given minutes, without its current credential (a node that lost its disk). Operators. */
+        post: operations["v1_nodes_allow_reenrollment_create"];
+        /** @description Withdraw the open approvals to re-enrol this node. Operators. */
+        delete: operations["v1_nodes_allow_reenrollment_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/nodes/{id}/billing/": {
@@ -783,6 +1178,135 @@ export interface paths {
         };
         /** @description Per-node telemetry read endpoints, nested under /nodes/{id}/. */
         get: operations["v1_nodes_status_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/overrides/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Operator overrides on findings and GPUs: acknowledge, snooze until, mark healthy until — each with a reason,
+         *     audited. Snoozed or healthy-marked findings open no incidents.
+         */
+        get: operations["v1_overrides_list"];
+        put?: never;
+        /**
+         * @description Operator overrides on findings and GPUs: acknowledge, snooze until, mark healthy until — each with a reason,
+         *     audited. Snoozed or healthy-marked findings open no incidents.
+         */
+        post: operations["v1_overrides_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/overrides/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Operator overrides on findings and GPUs: acknowledge, snooze until, mark healthy until — each with a reason,
+         *     audited. Snoozed or healthy-marked findings open no incidents.
+         */
+        get: operations["v1_overrides_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/overrides/{id}/revoke/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Operator overrides on findings and GPUs: acknowledge, snooze until, mark healthy until — each with a reason,
+         *     audited. Snoozed or healthy-marked findings open no incidents.
+         */
+        post: operations["v1_overrides_revoke_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/pool-remediation/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Per-pool remediation settings: executors in order, dry run, maintenance windows, the verification quiet
+         *     period, and the concurrency limit (`Pool.max_concurrent_replacements`).
+         */
+        get: operations["v1_pool_remediation_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/pool-remediation/{pool}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Per-pool remediation settings: executors in order, dry run, maintenance windows, the verification quiet
+         *     period, and the concurrency limit (`Pool.max_concurrent_replacements`).
+         */
+        get: operations["v1_pool_remediation_retrieve"];
+        /**
+         * @description Per-pool remediation settings: executors in order, dry run, maintenance windows, the verification quiet
+         *     period, and the concurrency limit (`Pool.max_concurrent_replacements`).
+         */
+        put: operations["v1_pool_remediation_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * @description Per-pool remediation settings: executors in order, dry run, maintenance windows, the verification quiet
+         *     period, and the concurrency limit (`Pool.max_concurrent_replacements`).
+         */
+        patch: operations["v1_pool_remediation_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/pool-remediation/overview/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Per pool: nodes being remediated, the queue, dry run and the circuit breaker. */
+        get: operations["v1_pool_remediation_overview_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -976,6 +1500,78 @@ export interface paths {
         patch: operations["v1_providers_partial_update"];
         trace?: never;
     };
+    "/api/v1/remediation-policies/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Which finding opens which workflow, tried in priority order (first match wins). Every change bumps the table
+         *     version (incidents record the version that chose their workflow) and is audited. No delete: disable.
+         */
+        get: operations["v1_remediation_policies_list"];
+        put?: never;
+        /**
+         * @description Which finding opens which workflow, tried in priority order (first match wins). Every change bumps the table
+         *     version (incidents record the version that chose their workflow) and is audited. No delete: disable.
+         */
+        post: operations["v1_remediation_policies_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/remediation-policies/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Which finding opens which workflow, tried in priority order (first match wins). Every change bumps the table
+         *     version (incidents record the version that chose their workflow) and is audited. No delete: disable.
+         */
+        get: operations["v1_remediation_policies_retrieve"];
+        /**
+         * @description Which finding opens which workflow, tried in priority order (first match wins). Every change bumps the table
+         *     version (incidents record the version that chose their workflow) and is audited. No delete: disable.
+         */
+        put: operations["v1_remediation_policies_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * @description Which finding opens which workflow, tried in priority order (first match wins). Every change bumps the table
+         *     version (incidents record the version that chose their workflow) and is audited. No delete: disable.
+         */
+        patch: operations["v1_remediation_policies_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/remediation-policies/version/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Which finding opens which workflow, tried in priority order (first match wins). Every change bumps the table
+         *     version (incidents record the version that chose their workflow) and is audited. No delete: disable.
+         */
+        get: operations["v1_remediation_policies_version_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/rule-overrides/": {
         parameters: {
             query?: never;
@@ -1159,10 +1755,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         get: operations["v1_users_list"];
         put?: never;
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         post: operations["v1_users_create"];
         delete?: never;
         options?: never;
@@ -1177,17 +1779,81 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         get: operations["v1_users_retrieve"];
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         put: operations["v1_users_update"];
         post?: never;
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         delete: operations["v1_users_destroy"];
         options?: never;
         head?: never;
-        /** @description User management: admins only. */
+        /**
+         * @description User management: admins only; only a superuser may change or delete a superuser. The services
+         *     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash).
+         */
         patch: operations["v1_users_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/workflows/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Workflows as data. Operators create and edit them; a workflow that an open incident runs cannot change its
+         *     steps (409). No delete: disable instead.
+         */
+        get: operations["v1_workflows_list"];
+        put?: never;
+        /**
+         * @description Workflows as data. Operators create and edit them; a workflow that an open incident runs cannot change its
+         *     steps (409). No delete: disable instead.
+         */
+        post: operations["v1_workflows_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workflows/{slug}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Workflows as data. Operators create and edit them; a workflow that an open incident runs cannot change its
+         *     steps (409). No delete: disable instead.
+         */
+        get: operations["v1_workflows_retrieve"];
+        /**
+         * @description Workflows as data. Operators create and edit them; a workflow that an open incident runs cannot change its
+         *     steps (409). No delete: disable instead.
+         */
+        put: operations["v1_workflows_update"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * @description Workflows as data. Operators create and edit them; a workflow that an open incident runs cannot change its
+         *     steps (409). No delete: disable instead.
+         */
+        patch: operations["v1_workflows_partial_update"];
         trace?: never;
     };
     "/api/v1/xid-policies/": {
@@ -1273,8 +1939,15 @@ export interface components {
             readonly user: string;
             /** @description First characters, to tell keys apart. */
             readonly prefix: string;
-            write_enabled?: boolean;
-            /** Format: date-time */
+            /**
+             * @description Off unless asked for: a token can write only when created with this set.
+             * @default false
+             */
+            write_enabled: boolean;
+            /**
+             * Format: date-time
+             * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
+             */
             expires_at?: string | null;
             /** Format: date-time */
             readonly revoked_at: string | null;
@@ -1291,8 +1964,15 @@ export interface components {
             readonly user: string;
             /** @description First characters, to tell keys apart. */
             readonly prefix: string;
-            write_enabled?: boolean;
-            /** Format: date-time */
+            /**
+             * @description Off unless asked for: a token can write only when created with this set.
+             * @default false
+             */
+            write_enabled: boolean;
+            /**
+             * Format: date-time
+             * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
+             */
             expires_at?: string | null;
             /** Format: date-time */
             readonly revoked_at: string | null;
@@ -1306,8 +1986,15 @@ export interface components {
         };
         APITokenRequest: {
             name: string;
-            write_enabled?: boolean;
-            /** Format: date-time */
+            /**
+             * @description Off unless asked for: a token can write only when created with this set.
+             * @default false
+             */
+            write_enabled: boolean;
+            /**
+             * Format: date-time
+             * @description Default: API_TOKEN_DEFAULT_TTL_DAYS (90) days from now; at most API_TOKEN_MAX_TTL_DAYS (365). Every token expires.
+             */
             expires_at?: string | null;
         };
         /**
@@ -1524,6 +2211,36 @@ export interface components {
             /** @description Why, e.g. the contract clause */
             note?: string;
         };
+        BoundaryRow: {
+            delivery_form: string;
+            layer: string;
+            responsible_party: string;
+            responsibility_source: string;
+        };
+        BreakerResetRequest: {
+            note: string;
+        };
+        /**
+         * @description * `pool` - Pool
+         *     * `site` - Site
+         * @enum {string}
+         */
+        BreakerScopeEnum: "pool" | "site";
+        /**
+         * @description * `closed` - Closed (automation runs)
+         *     * `open` - Open (automation paused)
+         * @enum {string}
+         */
+        BreakerStateEnum: "closed" | "open";
+        /**
+         * @description * `rule` - Health rule
+         *     * `xid` - Xid
+         *     * `preemption` - Preemption
+         *     * `manual` - Operator
+         *     * `mass_failure` - Mass failure
+         * @enum {string}
+         */
+        CauseKindEnum: "rule" | "xid" | "preemption" | "manual" | "mass_failure";
         ChangeLogEntry: {
             readonly id: number;
             node: number;
@@ -1552,6 +2269,39 @@ export interface components {
             applies_to_all_billing_modes?: boolean;
             note?: string;
         };
+        CircuitBreaker: {
+            readonly id: number;
+            readonly scope: components["schemas"]["BreakerScopeEnum"];
+            readonly pool: number | null;
+            readonly site: number | null;
+            readonly name: string;
+            /** @description Trips when MORE than this share of the nodes turned unhealthy within the window */
+            threshold_pct?: number;
+            window_s?: number;
+            /** @description And at least this many nodes (a 2-node pool losing one is not a mass failure) */
+            min_nodes?: number;
+            readonly state: components["schemas"]["BreakerStateEnum"];
+            /** Format: date-time */
+            readonly tripped_at: string | null;
+            readonly tripped_reason: string;
+            readonly unhealthy_nodes: unknown;
+            readonly total_nodes: number;
+            readonly incident: number | null;
+            readonly incident_key: string | null;
+            /** Format: date-time */
+            readonly reset_at: string | null;
+            readonly reset_by: string;
+            readonly reset_note: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        CircuitBreakerRequest: {
+            /** @description Trips when MORE than this share of the nodes turned unhealthy within the window */
+            threshold_pct?: number;
+            window_s?: number;
+            /** @description And at least this many nodes (a 2-node pool losing one is not a mass failure) */
+            min_nodes?: number;
+        };
         /**
          * @description * `aws` - AWS
          *     * `gcp` - Google Cloud
@@ -1563,6 +2313,16 @@ export interface components {
          * @enum {string}
          */
         CloudEnum: "aws" | "gcp" | "azure" | "alibaba" | "tencent" | "oracle" | "other";
+        CompleteStepRequest: {
+            /** @description The step this action is meant for; must be the current one */
+            step_index?: number | null;
+            /** @default  */
+            note: string;
+            /** @description Anything worth keeping with the step, e.g. {"ticket": "CS-123"} */
+            output?: {
+                [key: string]: unknown;
+            };
+        };
         ComplianceItem: {
             flag: components["schemas"]["FlagEnum"];
             label: string;
@@ -1663,6 +2423,14 @@ export interface components {
             expected: unknown;
             actual: unknown;
         };
+        Dropped: {
+            /** @description Events over AGENT_MAX_EVENTS_PER_REPORT / _PER_BATCH */
+            events: number;
+            /** @description New GPUs over AGENT_MAX_GPUS_PER_NODE */
+            gpus: number;
+            /** @description GPU uuids that belong to another node */
+            gpu_uuid_conflicts: number;
+        };
         EnrollCloudRequest: {
             provider?: string | null;
             instance_id?: string | null;
@@ -1681,6 +2449,8 @@ export interface components {
         };
         EnrollRequestRequest: {
             token: string;
+            /** @description The node's current credential, when it has one: re-enrolling a known machine needs it (or an operator's approval). */
+            credential?: string | null;
             facts: components["schemas"]["EnrollFactsRequest"];
         };
         EnrollResponse: {
@@ -1750,6 +2520,11 @@ export interface components {
             expires_at?: string | null;
             max_uses?: number | null;
         };
+        EscalateRequest: {
+            workflow: string;
+            /** @default  */
+            note: string;
+        };
         Event: {
             readonly id: number;
             node: number;
@@ -1782,9 +2557,22 @@ export interface components {
          *     * `rebalance` - Rebalance recommendation
          *     * `maintenance` - Maintenance event
          *     * `agent_error` - Agent error
+         *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
          * @enum {string}
          */
-        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error";
+        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error" | "gpu_uuid_conflict";
+        EvidenceRef: {
+            readonly id: number;
+            /** Format: date-time */
+            collected_at: string;
+            /** @description "control_plane" or an executor name */
+            source: string;
+            step_index?: number | null;
+        };
+        Executor: {
+            name: string;
+            kinds: string[];
+        };
         ExpiringTerm: {
             plan_id: number;
             scope: components["schemas"]["ScopeEnum"];
@@ -1882,6 +2670,22 @@ export interface components {
             readonly resolution: string;
             readonly evidence: unknown;
         };
+        FindingIntake: {
+            readonly finding: number;
+            /** Format: date-time */
+            readonly decided_at: string;
+            readonly outcome: components["schemas"]["OutcomeEnum"];
+            readonly incident: number | null;
+            readonly incident_key: string | null;
+            readonly policy: number | null;
+            readonly policy_version: number | null;
+            /**
+             * Format: date-time
+             * @description Decide again then (a snooze or mark-healthy ends)
+             */
+            readonly retry_at: string | null;
+            readonly message: string;
+        };
         /**
          * @description * `open` - Open
          *     * `resolved` - Resolved
@@ -1965,9 +2769,12 @@ export interface components {
             ecc_aggregate_corrected?: number | null;
             /** Format: int64 */
             ecc_aggregate_uncorrected?: number | null;
+            /** Format: int64 */
             retired_pages_count?: number | null;
             retired_pages_pending?: boolean | null;
+            /** Format: int64 */
             remapped_rows_correctable?: number | null;
+            /** Format: int64 */
             remapped_rows_uncorrectable?: number | null;
             remapped_rows_pending?: boolean | null;
             remapped_rows_failure?: boolean | null;
@@ -1988,6 +2795,114 @@ export interface components {
          * @enum {string}
          */
         GroupByEnum: "pool" | "site" | "instance_type";
+        Incident: {
+            readonly id: number;
+            /** @description Stable id for idempotency and external tickets */
+            readonly key: string;
+            readonly node: number | null;
+            readonly hostname: string | null;
+            readonly pool: number | null;
+            readonly pool_name: string | null;
+            readonly site: number | null;
+            readonly provider: number | null;
+            readonly provider_name: string | null;
+            readonly cause_kind: components["schemas"]["CauseKindEnum"];
+            /** @description "xid:79", "rule:ecc_uncorrectable", "preemption", … */
+            readonly cause: string;
+            readonly title: string;
+            /** @default queued */
+            readonly state: components["schemas"]["IncidentStateEnum"];
+            readonly waiting_on: components["schemas"]["WaitingOnEnum"] | components["schemas"]["BlankEnum"];
+            /** @description Why it is queued, paused, waiting */
+            readonly state_reason: string;
+            readonly delivery_form: components["schemas"]["DeliveryFormEnum"];
+            readonly layer: components["schemas"]["LayerEnum"];
+            readonly responsible_party: components["schemas"]["OwnerEnum"];
+            readonly workflow: string;
+            readonly workflow_name: string;
+            readonly current_step: number;
+            readonly step_count: number;
+            readonly current_step_kind: string | null;
+            readonly dry_run: boolean;
+            /** Format: date-time */
+            readonly opened_at: string;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly closed_at: string | null;
+            /** @description "policy", or the operator who opened it */
+            readonly opened_by: string;
+            readonly resolution: string;
+            readonly replacement_node: number | null;
+            readonly replacement_hostname: string | null;
+        };
+        IncidentCreateRequest: {
+            node: number;
+            workflow: string;
+            /** @default  */
+            note: string;
+        };
+        IncidentDetail: {
+            readonly id: number;
+            /** @description Stable id for idempotency and external tickets */
+            readonly key: string;
+            readonly node: number | null;
+            readonly hostname: string | null;
+            readonly pool: number | null;
+            readonly pool_name: string | null;
+            readonly site: number | null;
+            readonly provider: number | null;
+            readonly provider_name: string | null;
+            readonly cause_kind: components["schemas"]["CauseKindEnum"];
+            /** @description "xid:79", "rule:ecc_uncorrectable", "preemption", … */
+            readonly cause: string;
+            readonly title: string;
+            /** @default queued */
+            readonly state: components["schemas"]["IncidentStateEnum"];
+            readonly waiting_on: components["schemas"]["WaitingOnEnum"] | components["schemas"]["BlankEnum"];
+            /** @description Why it is queued, paused, waiting */
+            readonly state_reason: string;
+            readonly delivery_form: components["schemas"]["DeliveryFormEnum"];
+            readonly layer: components["schemas"]["LayerEnum"];
+            readonly responsible_party: components["schemas"]["OwnerEnum"];
+            readonly workflow: string;
+            readonly workflow_name: string;
+            readonly current_step: number;
+            readonly step_count: number;
+            readonly current_step_kind: string | null;
+            readonly dry_run: boolean;
+            /** Format: date-time */
+            readonly opened_at: string;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly closed_at: string | null;
+            /** @description "policy", or the operator who opened it */
+            readonly opened_by: string;
+            readonly resolution: string;
+            readonly replacement_node: number | null;
+            readonly replacement_hostname: string | null;
+            readonly plan: components["schemas"]["PlanStep"][];
+            readonly steps: components["schemas"]["StepRun"][];
+            readonly findings: components["schemas"]["LinkedFinding"][];
+            readonly boundary: components["schemas"]["BoundaryRow"];
+            readonly policy: components["schemas"]["PolicyRef"] | null;
+            readonly evidence: components["schemas"]["EvidenceRef"][];
+            readonly queue_position: number | null;
+            readonly breaker: number;
+        };
+        /**
+         * @description * `queued` - Queued
+         *     * `running` - Running
+         *     * `waiting` - Waiting
+         *     * `awaiting_approval` - Waiting for approval
+         *     * `needs_attention` - Needs an operator
+         *     * `paused` - Paused
+         *     * `resolved` - Resolved
+         *     * `cancelled` - Cancelled
+         * @enum {string}
+         */
+        IncidentStateEnum: "queued" | "running" | "waiting" | "awaiting_approval" | "needs_attention" | "paused" | "resolved" | "cancelled";
         /**
          * @description * `facility` - Facility
          *     * `hardware` - Hardware
@@ -2000,6 +2915,17 @@ export interface components {
          * @enum {string}
          */
         LayerEnum: "facility" | "hardware" | "virtualization" | "host_os" | "gpu_driver" | "cuda_runtime" | "framework" | "application";
+        LinkedFinding: {
+            id: number;
+            rule: string;
+            summary: string;
+            state: string;
+            severity: string;
+            node: number;
+            trigger: boolean;
+            /** Format: date-time */
+            attached_at: string;
+        };
         LoginRequest: {
             username: string;
             password: string;
@@ -2126,6 +3052,18 @@ export interface components {
             /** @default  */
             note: string;
         };
+        NodeRemediationSettings: {
+            node: number;
+            executors?: string[];
+            note?: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        NodeRemediationSettingsRequest: {
+            node: number;
+            executors?: string[];
+            note?: string;
+        };
         NodeRequest: {
             hostname: string;
             provider: number;
@@ -2204,6 +3142,9 @@ export interface components {
             /** @description From the last inventory; a change is a reboot */
             boot_id?: string;
         };
+        NoteRequest: {
+            note: string;
+        };
         /** @enum {unknown} */
         NullEnum: null;
         /**
@@ -2215,6 +3156,50 @@ export interface components {
          * @enum {string}
          */
         NvmlStatusEnum: "ok" | "library_not_found" | "driver_not_loaded" | "no_permission" | "error";
+        /**
+         * @description * `opened` - Opened an incident
+         *     * `attached` - Attached to an open incident
+         *     * `mass_failure` - Attached to a mass-failure incident
+         *     * `no_policy` - No policy matched
+         *     * `ignored` - A policy says: no incident
+         *     * `snoozed` - Snoozed by an operator
+         *     * `marked_healthy` - Marked healthy by an operator
+         *     * `resolved_first` - Resolved before intake
+         *     * `node_retired` - Node retired
+         *     * `pre_existing` - Open before remediation was installed
+         * @enum {string}
+         */
+        OutcomeEnum: "opened" | "attached" | "mass_failure" | "no_policy" | "ignored" | "snoozed" | "marked_healthy" | "resolved_first" | "node_retired" | "pre_existing";
+        Override: {
+            readonly id: number;
+            kind: components["schemas"]["OverrideKindEnum"];
+            finding?: number | null;
+            gpu?: number | null;
+            /** Format: date-time */
+            until?: string | null;
+            reason: string;
+            readonly created_by_label: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly revoked_at: string | null;
+            readonly active: boolean;
+        };
+        /**
+         * @description * `acknowledge` - Acknowledge
+         *     * `snooze` - Snooze until
+         *     * `mark_healthy` - Mark healthy until
+         * @enum {string}
+         */
+        OverrideKindEnum: "acknowledge" | "snooze" | "mark_healthy";
+        OverrideRequest: {
+            kind: components["schemas"]["OverrideKindEnum"];
+            finding?: number | null;
+            gpu?: number | null;
+            /** Format: date-time */
+            until?: string | null;
+            reason: string;
+        };
         /**
          * @description * `provider` - Provider
          *     * `us` - Us
@@ -2359,6 +3344,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Event"][];
         };
+        PaginatedFindingIntakeList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["FindingIntake"][];
+        };
         PaginatedFindingList: {
             /** @example 123 */
             count: number;
@@ -2389,6 +3389,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["GPU"][];
         };
+        PaginatedIncidentList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["Incident"][];
+        };
         PaginatedNodeBillingRowList: {
             /** @example 123 */
             count: number;
@@ -2418,6 +3433,36 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Node"][];
+        };
+        PaginatedNodeRemediationSettingsList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["NodeRemediationSettings"][];
+        };
+        PaginatedOverrideList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["Override"][];
         };
         PaginatedPoolList: {
             /** @example 123 */
@@ -2615,6 +3660,13 @@ export interface components {
             applies_to_all_billing_modes?: boolean;
             note?: string;
         };
+        PatchedCircuitBreakerRequest: {
+            /** @description Trips when MORE than this share of the nodes turned unhealthy within the window */
+            threshold_pct?: number;
+            window_s?: number;
+            /** @description And at least this many nodes (a 2-node pool losing one is not a mass failure) */
+            min_nodes?: number;
+        };
         PatchedCostProfileRequest: {
             provider?: number | null;
             site?: number | null;
@@ -2639,6 +3691,11 @@ export interface components {
             bare_metal_monthly_per_gpu?: string | null;
             note?: string;
         };
+        PatchedNodeRemediationSettingsRequest: {
+            node?: number;
+            executors?: string[];
+            note?: string;
+        };
         PatchedNodeRequest: {
             hostname?: string;
             provider?: number;
@@ -2655,6 +3712,16 @@ export interface components {
             machine_id?: string | null;
             instance_id?: string;
             instance_type?: string;
+        };
+        PatchedPoolRemediationSettingsRequest: {
+            /** @description Nodes of this pool that may be remediated at once; more incidents wait in the queue */
+            max_concurrent_replacements?: number;
+            executors?: string[];
+            /** @description Walk workflows without side effects */
+            dry_run?: boolean;
+            maintenance_windows?: unknown;
+            /** @description No critical finding may have been open on the node for this long before it returns */
+            verify_quiet_period_s?: number;
         };
         PatchedPoolRequest: {
             name?: string;
@@ -2711,6 +3778,27 @@ export interface components {
             support_contact?: string;
             notes?: string;
         };
+        PatchedRemediationPolicyRequest: {
+            name?: string;
+            /** @description Lower is tried first */
+            priority?: number;
+            enabled?: boolean;
+            rules?: string[];
+            xid_codes?: number[];
+            xid_actions?: components["schemas"]["XidPolicyActionEnum"][];
+            severities?: components["schemas"]["SeverityEnum"][];
+            layers?: components["schemas"]["LayerEnum"][];
+            parties?: components["schemas"]["OwnerEnum"][];
+            delivery_forms?: components["schemas"]["DeliveryFormEnum"][];
+            billing_modes?: components["schemas"]["BillingModeEnum"][];
+            provider?: number | null;
+            pool?: number | null;
+            /** @description Match only when the node had at least this many remediations in the last 7 days */
+            min_recent_remediations?: number | null;
+            /** @description null: a matching finding opens no incident */
+            workflow?: string | null;
+            note?: string;
+        };
         PatchedRuleOverrideRequest: {
             rule?: string;
             pool?: number;
@@ -2753,6 +3841,16 @@ export interface components {
             is_active?: boolean;
             password?: string;
         };
+        PatchedWorkflowRequest: {
+            slug?: string;
+            name?: string;
+            description?: string;
+            /** @description [{"kind", "title", "params", "timeout_s", "requires_approval", "on_failure": {"action": "retry|escalate|wait|continue", …}}] */
+            steps?: unknown;
+            /** @description Not held by the pool's concurrency limit or maintenance windows: the capacity is going away anyway (spot reclaim). */
+            urgent?: boolean;
+            enabled?: boolean;
+        };
         PatchedXidPolicyRequest: {
             code?: number;
             meaning?: string;
@@ -2782,6 +3880,33 @@ export interface components {
             since: string;
             opens_after_s: number;
         };
+        PlanStep: {
+            index: number;
+            kind: string;
+            title: string;
+            params: unknown;
+            timeout_s: number | null;
+            on_failure: unknown;
+            requires_approval: boolean;
+            /** @description Latest attempt's status; blank = not reached */
+            status: string;
+            attempt: number;
+            executor: string;
+            waiting_on: string;
+            message: string;
+            current: boolean;
+        };
+        PolicyRef: {
+            id: number | null;
+            name: string;
+            priority: number | null;
+            version: number | null;
+            snapshot: unknown;
+        };
+        PolicyVersion: {
+            version: number;
+            policies: number;
+        };
         Pool: {
             readonly id: number;
             name: string;
@@ -2797,6 +3922,41 @@ export interface components {
             readonly node_count: number;
             /** Format: date-time */
             readonly created_at: string;
+        };
+        PoolOverview: {
+            pool: number;
+            name: string;
+            max_concurrent_replacements: number;
+            active_nodes: number;
+            queued: number;
+            dry_run: boolean;
+            breaker_id: number | null;
+            breaker_state: string;
+            breaker_incident: string | null;
+        };
+        PoolRemediationSettings: {
+            readonly pool: number;
+            readonly pool_name: string;
+            /** @description Nodes of this pool that may be remediated at once; more incidents wait in the queue */
+            max_concurrent_replacements?: number;
+            executors?: string[];
+            /** @description Walk workflows without side effects */
+            dry_run?: boolean;
+            maintenance_windows?: unknown;
+            /** @description No critical finding may have been open on the node for this long before it returns */
+            verify_quiet_period_s?: number;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        PoolRemediationSettingsRequest: {
+            /** @description Nodes of this pool that may be remediated at once; more incidents wait in the queue */
+            max_concurrent_replacements?: number;
+            executors?: string[];
+            /** @description Walk workflows without side effects */
+            dry_run?: boolean;
+            maintenance_windows?: unknown;
+            /** @description No critical finding may have been open on the node for this long before it returns */
+            verify_quiet_period_s?: number;
         };
         PoolRequest: {
             name: string;
@@ -3020,11 +4180,76 @@ export interface components {
             /** Format: decimal */
             lost_gpu_hours: string;
         };
+        ReenrollmentAllowRequest: {
+            /** @description How long the approval lasts (default REENROLLMENT_APPROVAL_MINUTES). */
+            minutes?: number;
+        };
+        ReenrollmentApproval: {
+            readonly id: number;
+            readonly node: number;
+            readonly approved_by: number | null;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly expires_at: string;
+            /** Format: date-time */
+            readonly used_at: string | null;
+            /** Format: date-time */
+            readonly cancelled_at: string | null;
+        };
+        RemediationPolicy: {
+            readonly id: number;
+            name: string;
+            /** @description Lower is tried first */
+            priority: number;
+            enabled?: boolean;
+            rules?: string[];
+            xid_codes?: number[];
+            xid_actions?: components["schemas"]["XidPolicyActionEnum"][];
+            severities?: components["schemas"]["SeverityEnum"][];
+            layers?: components["schemas"]["LayerEnum"][];
+            parties?: components["schemas"]["OwnerEnum"][];
+            delivery_forms?: components["schemas"]["DeliveryFormEnum"][];
+            billing_modes?: components["schemas"]["BillingModeEnum"][];
+            provider?: number | null;
+            pool?: number | null;
+            /** @description Match only when the node had at least this many remediations in the last 7 days */
+            min_recent_remediations?: number | null;
+            /** @description null: a matching finding opens no incident */
+            workflow: string | null;
+            note?: string;
+            readonly changed_in_version: number;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        RemediationPolicyRequest: {
+            name: string;
+            /** @description Lower is tried first */
+            priority: number;
+            enabled?: boolean;
+            rules?: string[];
+            xid_codes?: number[];
+            xid_actions?: components["schemas"]["XidPolicyActionEnum"][];
+            severities?: components["schemas"]["SeverityEnum"][];
+            layers?: components["schemas"]["LayerEnum"][];
+            parties?: components["schemas"]["OwnerEnum"][];
+            delivery_forms?: components["schemas"]["DeliveryFormEnum"][];
+            billing_modes?: components["schemas"]["BillingModeEnum"][];
+            provider?: number | null;
+            pool?: number | null;
+            /** @description Match only when the node had at least this many remediations in the last 7 days */
+            min_recent_remediations?: number | null;
+            /** @description null: a matching finding opens no incident */
+            workflow: string | null;
+            note?: string;
+        };
         ReportAck: {
             acked_sequence: number;
             agent_instance_id: string;
             accepted: number;
             duplicates: number;
+            /** @description Present when stored reports lost some of their content. */
+            dropped?: components["schemas"]["Dropped"];
         };
         /**
          * @description * `viewer` - Viewer
@@ -3185,6 +4410,12 @@ export interface components {
          * @enum {string}
          */
         StatusEnum: "passed" | "failed" | "unknown";
+        StepActionRequest: {
+            /** @description The step this action is meant for; must be the current one */
+            step_index?: number | null;
+            /** @default  */
+            note: string;
+        };
         /**
          * @description * `visibility` - Visibility
          *     * `software_chain` - Software chain
@@ -3193,6 +4424,55 @@ export interface components {
          * @enum {string}
          */
         StepEnum: "visibility" | "software_chain" | "capacity" | "platform_hardware";
+        StepRun: {
+            readonly id: number;
+            readonly step_index: number;
+            readonly attempt: number;
+            readonly kind: string;
+            readonly title: string;
+            readonly params: unknown;
+            readonly executor: string;
+            readonly idempotency_key: string;
+            readonly status: components["schemas"]["StepRunStatusEnum"];
+            readonly waiting_on: components["schemas"]["WaitingOnEnum"] | components["schemas"]["BlankEnum"];
+            readonly message: string;
+            readonly output: unknown;
+            readonly requires_approval: boolean;
+            readonly approved_by: string;
+            /** Format: date-time */
+            readonly approved_at: string | null;
+            /**
+             * Format: date-time
+             * @description Retry back-off: not started before this
+             */
+            readonly not_before: string | null;
+            /** @description start() calls, resumed ones included */
+            readonly executor_calls: number;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /**
+             * Format: date-time
+             * @description The step's timeout (SLA)
+             */
+            readonly deadline_at: string | null;
+            /** Format: date-time */
+            readonly next_poll_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            readonly finished_by: string;
+        };
+        /**
+         * @description * `pending` - Pending
+         *     * `awaiting_approval` - Waiting for approval
+         *     * `running` - Running
+         *     * `waiting` - Waiting
+         *     * `done` - Done
+         *     * `failed` - Failed
+         *     * `skipped` - Skipped
+         *     * `cancelled` - Cancelled
+         * @enum {string}
+         */
+        StepRunStatusEnum: "pending" | "awaiting_approval" | "running" | "waiting" | "done" | "failed" | "skipped" | "cancelled";
         /**
          * @description * `not_started` - Not started
          *     * `active` - Active
@@ -3201,6 +4481,46 @@ export interface components {
          * @enum {string}
          */
         TermStatusEnum: "not_started" | "active" | "expiring" | "expired";
+        TimelineEntry: {
+            readonly id: number;
+            /** Format: date-time */
+            readonly at: string;
+            readonly kind: components["schemas"]["TimelineEntryKindEnum"];
+            /** @description "engine", an executor name, or a username */
+            readonly actor_label: string;
+            readonly step_index: number | null;
+            readonly attempt: number | null;
+            readonly step_kind: string;
+            readonly message: string;
+            readonly output: unknown;
+        };
+        /**
+         * @description * `opened` - Opened
+         *     * `finding_attached` - Finding attached
+         *     * `queued` - Queued
+         *     * `started` - Started
+         *     * `paused` - Paused
+         *     * `resumed` - Resumed
+         *     * `approval_requested` - Approval requested
+         *     * `approved` - Approved
+         *     * `step_started` - Step started
+         *     * `step_waiting` - Step waiting
+         *     * `step_done` - Step done
+         *     * `step_failed` - Step failed
+         *     * `step_retry` - Retry scheduled
+         *     * `step_skipped` - Step skipped
+         *     * `step_interrupted` - Step interrupted
+         *     * `dry_run` - Dry run
+         *     * `escalated` - Escalated
+         *     * `replacement_linked` - Replacement linked
+         *     * `breaker_tripped` - Circuit breaker tripped
+         *     * `breaker_reset` - Circuit breaker reset
+         *     * `note` - Note
+         *     * `resolved` - Resolved
+         *     * `cancelled` - Cancelled
+         * @enum {string}
+         */
+        TimelineEntryKindEnum: "opened" | "finding_attached" | "queued" | "started" | "paused" | "resumed" | "approval_requested" | "approved" | "step_started" | "step_waiting" | "step_done" | "step_failed" | "step_retry" | "step_skipped" | "step_interrupted" | "dry_run" | "escalated" | "replacement_linked" | "breaker_tripped" | "breaker_reset" | "note" | "resolved" | "cancelled";
         Triage: {
             node: number;
             hostname: string;
@@ -3234,6 +4554,11 @@ export interface components {
              * @description Designates whether this user should be treated as active. Unselect this instead of deleting accounts.
              */
             is_active?: boolean;
+            /**
+             * Superuser status
+             * @description Designates that this user has all permissions without explicitly assigning them.
+             */
+            readonly is_superuser: boolean;
             /** Format: date-time */
             readonly last_login: string | null;
             /** Format: date-time */
@@ -3251,6 +4576,48 @@ export interface components {
              */
             is_active?: boolean;
             password?: string;
+        };
+        /**
+         * @description * `` - Nothing
+         *     * `operator` - An operator
+         *     * `provider` - The provider
+         *     * `vendor` - The hardware vendor
+         *     * `platform_team` - Our platform team
+         *     * `replacement` - A replacement node
+         *     * `verification` - Verification checks
+         *     * `maintenance_window` - The maintenance window
+         *     * `retry` - A retry
+         *     * `executor` - The executor
+         * @enum {string}
+         */
+        WaitingOnEnum: "operator" | "provider" | "vendor" | "platform_team" | "replacement" | "verification" | "maintenance_window" | "retry" | "executor";
+        Workflow: {
+            readonly id: number;
+            slug: string;
+            name: string;
+            description?: string;
+            /** @description [{"kind", "title", "params", "timeout_s", "requires_approval", "on_failure": {"action": "retry|escalate|wait|continue", …}}] */
+            steps: unknown;
+            /** @description Not held by the pool's concurrency limit or maintenance windows: the capacity is going away anyway (spot reclaim). */
+            urgent?: boolean;
+            enabled?: boolean;
+            /** @description Shipped with the product (seeded by a migration) */
+            readonly built_in: boolean;
+            /** @description Bumped by every change to the steps */
+            readonly version: number;
+            readonly open_incidents: number;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        WorkflowRequest: {
+            slug: string;
+            name: string;
+            description?: string;
+            /** @description [{"kind", "title", "params", "timeout_s", "requires_approval", "on_failure": {"action": "retry|escalate|wait|continue", …}}] */
+            steps: unknown;
+            /** @description Not held by the pool's concurrency limit or maintenance windows: the capacity is going away anyway (spot reclaim). */
+            urgent?: boolean;
+            enabled?: boolean;
         };
         XidPolicy: {
             readonly id: number;
@@ -3343,8 +4710,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EnrollRequestRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["EnrollRequestRequest"];
-                "multipart/form-data": components["schemas"]["EnrollRequestRequest"];
             };
         };
         responses: {
@@ -4175,6 +5540,189 @@ export interface operations {
             };
         };
     };
+    v1_circuit_breakers_list: {
+        parameters: {
+            query?: {
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                pool?: number;
+                /** @description A search term. */
+                search?: string;
+                site?: number;
+                /**
+                 * @description * `closed` - Closed (automation runs)
+                 *     * `open` - Open (automation paused)
+                 */
+                state?: "closed" | "open";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CircuitBreaker"][];
+                };
+            };
+        };
+    };
+    v1_circuit_breakers_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CircuitBreakerRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["CircuitBreakerRequest"];
+                "multipart/form-data": components["schemas"]["CircuitBreakerRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CircuitBreaker"];
+                };
+            };
+        };
+    };
+    v1_circuit_breakers_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this circuit breaker. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CircuitBreaker"];
+                };
+            };
+        };
+    };
+    v1_circuit_breakers_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this circuit breaker. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CircuitBreakerRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["CircuitBreakerRequest"];
+                "multipart/form-data": components["schemas"]["CircuitBreakerRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CircuitBreaker"];
+                };
+            };
+        };
+    };
+    v1_circuit_breakers_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this circuit breaker. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedCircuitBreakerRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedCircuitBreakerRequest"];
+                "multipart/form-data": components["schemas"]["PatchedCircuitBreakerRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CircuitBreaker"];
+                };
+            };
+        };
+    };
+    v1_circuit_breakers_reset_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this circuit breaker. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BreakerResetRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["BreakerResetRequest"];
+                "multipart/form-data": components["schemas"]["BreakerResetRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CircuitBreaker"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     v1_cost_profiles_list: {
         parameters: {
             query?: {
@@ -4594,8 +6142,9 @@ export interface operations {
                  *     * `rebalance` - Rebalance recommendation
                  *     * `maintenance` - Maintenance event
                  *     * `agent_error` - Agent error
+                 *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
                  */
-                kind?: ("aer" | "agent_error" | "gpu_lost" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
+                kind?: ("aer" | "agent_error" | "gpu_lost" | "gpu_uuid_conflict" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
                 node?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
@@ -4653,6 +6202,25 @@ export interface operations {
             };
         };
     };
+    v1_executors_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Executor"][];
+                };
+            };
+        };
+    };
     v1_expiring_reserved_terms_list: {
         parameters: {
             query?: {
@@ -4671,6 +6239,72 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ExpiringTerm"][];
+                };
+            };
+        };
+    };
+    v1_finding_intakes_list: {
+        parameters: {
+            query?: {
+                finding?: number;
+                finding__node?: number;
+                incident?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /**
+                 * @description * `opened` - Opened an incident
+                 *     * `attached` - Attached to an open incident
+                 *     * `mass_failure` - Attached to a mass-failure incident
+                 *     * `no_policy` - No policy matched
+                 *     * `ignored` - A policy says: no incident
+                 *     * `snoozed` - Snoozed by an operator
+                 *     * `marked_healthy` - Marked healthy by an operator
+                 *     * `resolved_first` - Resolved before intake
+                 *     * `node_retired` - Node retired
+                 *     * `pre_existing` - Open before remediation was installed
+                 */
+                outcome?: "attached" | "ignored" | "marked_healthy" | "mass_failure" | "no_policy" | "node_retired" | "opened" | "pre_existing" | "resolved_first" | "snoozed";
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedFindingIntakeList"];
+                };
+            };
+        };
+    };
+    v1_finding_intakes_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this finding intake. */
+                finding: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FindingIntake"];
                 };
             };
         };
@@ -4913,6 +6547,602 @@ export interface operations {
             };
         };
     };
+    v1_incidents_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `rule` - Health rule
+                 *     * `xid` - Xid
+                 *     * `preemption` - Preemption
+                 *     * `manual` - Operator
+                 *     * `mass_failure` - Mass failure
+                 */
+                cause?: ("manual" | "mass_failure" | "preemption" | "rule" | "xid")[];
+                dry_run?: boolean;
+                node?: number;
+                /** @description open (true) or closed (false) */
+                open?: boolean;
+                opened_after?: string;
+                opened_before?: string;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /**
+                 * @description * `provider` - Provider
+                 *     * `us` - Us
+                 *     * `hardware_vendor` - Us + hardware vendor
+                 *     * `shared` - Shared
+                 *     * `not_applicable` - Not applicable
+                 */
+                party?: ("hardware_vendor" | "not_applicable" | "provider" | "shared" | "us")[];
+                pool?: number;
+                provider?: number;
+                /** @description A search term. */
+                search?: string;
+                site?: number;
+                /**
+                 * @description * `queued` - Queued
+                 *     * `running` - Running
+                 *     * `waiting` - Waiting
+                 *     * `awaiting_approval` - Waiting for approval
+                 *     * `needs_attention` - Needs an operator
+                 *     * `paused` - Paused
+                 *     * `resolved` - Resolved
+                 *     * `cancelled` - Cancelled
+                 */
+                state?: ("awaiting_approval" | "cancelled" | "needs_attention" | "paused" | "queued" | "resolved" | "running" | "waiting")[];
+                /**
+                 * @description * `operator` - An operator
+                 *     * `provider` - The provider
+                 *     * `vendor` - The hardware vendor
+                 *     * `platform_team` - Our platform team
+                 *     * `replacement` - A replacement node
+                 *     * `verification` - Verification checks
+                 *     * `maintenance_window` - The maintenance window
+                 *     * `retry` - A retry
+                 *     * `executor` - The executor
+                 */
+                waiting_on?: ("executor" | "maintenance_window" | "operator" | "platform_team" | "provider" | "replacement" | "retry" | "vendor" | "verification")[];
+                workflow?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedIncidentList"];
+                };
+            };
+        };
+    };
+    v1_incidents_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IncidentCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["IncidentCreateRequest"];
+                "multipart/form-data": components["schemas"]["IncidentCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+        };
+    };
+    v1_incidents_approve_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["StepActionRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StepActionRequest"];
+                "multipart/form-data": components["schemas"]["StepActionRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_cancel_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NoteRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["NoteRequest"];
+                "multipart/form-data": components["schemas"]["NoteRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_complete_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CompleteStepRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["CompleteStepRequest"];
+                "multipart/form-data": components["schemas"]["CompleteStepRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_escalate_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EscalateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["EscalateRequest"];
+                "multipart/form-data": components["schemas"]["EscalateRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_evidence_retrieve: {
+        parameters: {
+            query?: {
+                /** @description A bundle id (default: the latest) */
+                bundle?: number;
+                /** @description json (default) or text (plain text for a ticket) */
+                format?: "json" | "text";
+            };
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                    "text/plain": string;
+                };
+            };
+            /** @description No such incident, or no bundle yet */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_fail_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["StepActionRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StepActionRequest"];
+                "multipart/form-data": components["schemas"]["StepActionRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_note_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NoteRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["NoteRequest"];
+                "multipart/form-data": components["schemas"]["NoteRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_retry_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["StepActionRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StepActionRequest"];
+                "multipart/form-data": components["schemas"]["StepActionRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_skip_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["StepActionRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["StepActionRequest"];
+                "multipart/form-data": components["schemas"]["StepActionRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IncidentDetail"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_incidents_timeline_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this incident. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TimelineEntry"][];
+                };
+            };
+        };
+    };
     v1_me_retrieve: {
         parameters: {
             query?: never;
@@ -4997,6 +7227,159 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PaginatedNodeBillingRowList"];
+                };
+            };
+        };
+    };
+    v1_node_remediation_list: {
+        parameters: {
+            query?: {
+                node?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedNodeRemediationSettingsList"];
+                };
+            };
+        };
+    };
+    v1_node_remediation_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeRemediationSettingsRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["NodeRemediationSettingsRequest"];
+                "multipart/form-data": components["schemas"]["NodeRemediationSettingsRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeRemediationSettings"];
+                };
+            };
+        };
+    };
+    v1_node_remediation_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeRemediationSettings"];
+                };
+            };
+        };
+    };
+    v1_node_remediation_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeRemediationSettingsRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["NodeRemediationSettingsRequest"];
+                "multipart/form-data": components["schemas"]["NodeRemediationSettingsRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeRemediationSettings"];
+                };
+            };
+        };
+    };
+    v1_node_remediation_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_node_remediation_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedNodeRemediationSettingsRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedNodeRemediationSettingsRequest"];
+                "multipart/form-data": components["schemas"]["PatchedNodeRemediationSettingsRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NodeRemediationSettings"];
                 };
             };
         };
@@ -5120,6 +7503,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+        };
+    };
+    v1_nodes_incidents_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                node_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Incident"][];
+                };
             };
         };
     };
@@ -5247,6 +7651,55 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Node"];
                 };
+            };
+        };
+    };
+    v1_nodes_allow_reenrollment_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this node. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ReenrollmentAllowRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ReenrollmentAllowRequest"];
+                "multipart/form-data": components["schemas"]["ReenrollmentAllowRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReenrollmentApproval"];
+                };
+            };
+        };
+    };
+    v1_nodes_allow_reenrollment_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this node. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -5434,6 +7887,237 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NodeStatus"];
+                };
+            };
+        };
+    };
+    v1_overrides_list: {
+        parameters: {
+            query?: {
+                finding?: number;
+                gpu?: number;
+                /**
+                 * @description * `acknowledge` - Acknowledge
+                 *     * `snooze` - Snooze until
+                 *     * `mark_healthy` - Mark healthy until
+                 */
+                kind?: "acknowledge" | "mark_healthy" | "snooze";
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedOverrideList"];
+                };
+            };
+        };
+    };
+    v1_overrides_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OverrideRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["OverrideRequest"];
+                "multipart/form-data": components["schemas"]["OverrideRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Override"];
+                };
+            };
+        };
+    };
+    v1_overrides_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this override. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Override"];
+                };
+            };
+        };
+    };
+    v1_overrides_revoke_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this override. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Override"];
+                };
+            };
+        };
+    };
+    v1_pool_remediation_list: {
+        parameters: {
+            query?: {
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolRemediationSettings"][];
+                };
+            };
+        };
+    };
+    v1_pool_remediation_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this pool remediation settings. */
+                pool: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolRemediationSettings"];
+                };
+            };
+        };
+    };
+    v1_pool_remediation_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this pool remediation settings. */
+                pool: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PoolRemediationSettingsRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PoolRemediationSettingsRequest"];
+                "multipart/form-data": components["schemas"]["PoolRemediationSettingsRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolRemediationSettings"];
+                };
+            };
+        };
+    };
+    v1_pool_remediation_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique value identifying this pool remediation settings. */
+                pool: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedPoolRemediationSettingsRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedPoolRemediationSettingsRequest"];
+                "multipart/form-data": components["schemas"]["PatchedPoolRemediationSettingsRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolRemediationSettings"];
+                };
+            };
+        };
+    };
+    v1_pool_remediation_overview_list: {
+        parameters: {
+            query?: {
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PoolOverview"][];
                 };
             };
         };
@@ -6070,6 +8754,156 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Provider"];
+                };
+            };
+        };
+    };
+    v1_remediation_policies_list: {
+        parameters: {
+            query?: {
+                enabled?: boolean;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                pool?: number;
+                provider?: number;
+                /** @description A search term. */
+                search?: string;
+                workflow__slug?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemediationPolicy"][];
+                };
+            };
+        };
+    };
+    v1_remediation_policies_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RemediationPolicyRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RemediationPolicyRequest"];
+                "multipart/form-data": components["schemas"]["RemediationPolicyRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemediationPolicy"];
+                };
+            };
+        };
+    };
+    v1_remediation_policies_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this remediation policy. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemediationPolicy"];
+                };
+            };
+        };
+    };
+    v1_remediation_policies_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this remediation policy. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RemediationPolicyRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RemediationPolicyRequest"];
+                "multipart/form-data": components["schemas"]["RemediationPolicyRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemediationPolicy"];
+                };
+            };
+        };
+    };
+    v1_remediation_policies_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this remediation policy. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedRemediationPolicyRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedRemediationPolicyRequest"];
+                "multipart/form-data": components["schemas"]["PatchedRemediationPolicyRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemediationPolicy"];
+                };
+            };
+        };
+    };
+    v1_remediation_policies_version_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicyVersion"];
                 };
             };
         };
@@ -6764,6 +9598,133 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["User"];
+                };
+            };
+        };
+    };
+    v1_workflows_list: {
+        parameters: {
+            query?: {
+                built_in?: boolean;
+                enabled?: boolean;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A search term. */
+                search?: string;
+                urgent?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"][];
+                };
+            };
+        };
+    };
+    v1_workflows_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkflowRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["WorkflowRequest"];
+                "multipart/form-data": components["schemas"]["WorkflowRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+        };
+    };
+    v1_workflows_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+        };
+    };
+    v1_workflows_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WorkflowRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["WorkflowRequest"];
+                "multipart/form-data": components["schemas"]["WorkflowRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
+                };
+            };
+        };
+    };
+    v1_workflows_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedWorkflowRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedWorkflowRequest"];
+                "multipart/form-data": components["schemas"]["PatchedWorkflowRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Workflow"];
                 };
             };
         };

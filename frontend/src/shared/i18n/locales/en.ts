@@ -2,7 +2,7 @@
 const en = {
   app: { name: "GPU Fleet Console" },
   nav: {
-    main: "Main", overview: "Overview", nodes: "Nodes", findings: "Findings", rules: "Rules", enroll: "Enrol nodes", tokens: "API tokens",
+    main: "Main", overview: "Overview", nodes: "Nodes", findings: "Findings", incidents: "Incidents", rules: "Rules", enroll: "Enrol nodes", tokens: "API tokens",
     logout: "Log out", language: "Language", skip: "Skip to content",
   },
   role: { viewer: "viewer", operator: "operator", admin: "admin" },
@@ -152,7 +152,7 @@ const en = {
   eventKind: {
     rebalance: "Rebalance recommendation", maintenance: "Maintenance event",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU lost", preemption_notice: "Preemption notice",
-    agent_error: "Agent error",
+    agent_error: "Agent error", gpu_uuid_conflict: "GPU claimed by another node",
   },
   billing: {
     title: "Billing and preemptions", preemptions: "Preemptions", noPreemptions: "No preemptions recorded.",
@@ -180,6 +180,67 @@ const en = {
     viewerNote: "Enrolment tokens are created by operators. Ask an operator to enrol new nodes.",
     notAvailable: "Enrolment is not available on this server yet.",
   },
+
+  incidents: {
+    title: "Incidents", filtersLabel: "Incident filters", show: "Show", showOpen: "open", showClosed: "closed",
+    closed: "Closed incidents", incident: "Incident", node: "Node", state: "State", workflow: "Workflow",
+    responsible: "Responsible", opened: "Opened", cause: "Cause", noneHere: "None.",
+    stepOf: "step {{step}} of {{count}}:", allSteps: "all {{count}} steps",
+  },
+  incidentGroup: { queue: "Queue", inFlight: "In flight", approval: "Waiting for approval", provider: "Waiting for the provider" },
+  incidentState: {
+    queued: "queued", running: "running", waiting: "waiting", awaiting_approval: "waiting for approval",
+    needs_attention: "needs an operator", paused: "paused", resolved: "resolved", cancelled: "cancelled",
+  },
+  waitingOn: {
+    operator: "operator", provider: "provider", vendor: "hardware vendor", platform_team: "platform team",
+    replacement: "replacement", verification: "verification", maintenance_window: "maintenance window", retry: "retry",
+    executor: "executor",
+  },
+  cause: { xid: "Xid", rule: "health rule", preemption: "preemption", manual: "operator", mass_failure: "mass failure" },
+  stepKind: {
+    cordon: "Cordon", drain: "Drain", checkpoint: "Checkpoint", collect_evidence: "Collect evidence", reset_gpu: "Reset GPU",
+    reboot: "Reboot", rollback_stack: "Roll back the stack", open_ticket: "Open a ticket", await_external: "Wait for outside party",
+    request_replacement: "Request a replacement", record_reclaim: "Record the reclaim", rma: "RMA", verify: "Verify",
+    return_to_service: "Return to service", terminate: "Terminate", retire: "Retire",
+  },
+  runStatus: {
+    pending: "pending", awaiting_approval: "needs approval", running: "running", waiting: "waiting", done: "done",
+    failed: "failed", skipped: "skipped", cancelled: "cancelled",
+  },
+  stepAction: { approve: "Approve", complete: "Mark done", fail: "Mark failed", retry: "Retry", skip: "Skip" },
+  timelineKind: {
+    opened: "opened", finding_attached: "finding attached", queued: "queued", started: "started", paused: "paused",
+    resumed: "resumed", approval_requested: "approval requested", approved: "approved", step_started: "step started",
+    step_waiting: "step waiting", step_done: "step done", step_failed: "step failed", step_retry: "retry",
+    step_skipped: "step skipped", step_interrupted: "step interrupted", dry_run: "dry run", escalated: "escalated",
+    replacement_linked: "replacement linked", breaker_tripped: "breaker tripped", breaker_reset: "breaker reset",
+    note: "note", resolved: "resolved", cancelled: "cancelled",
+  },
+  incident: {
+    badId: "Not an incident id.", summary: "Summary", provider: "Provider", started: "Started", closed: "Closed",
+    queuePosition: "Queue position", replacement: "Replacement", evidence: "Evidence", evidenceText: "Evidence bundle (text)",
+    boundaryRow: "The boundary row that chose the workflow", deliveryForm: "Delivery form", boundarySource: "Boundary from",
+    policy: "Policy", policyRef: "#{{priority}} {{name}} (policy table v{{version}})", noPolicy: "opened by hand",
+    plan: "Steps", step: "Step", executor: "Executor", message: "What it says", needsApproval: "approval",
+    attempt: "attempt {{attempt}}", note: "Note", notePlaceholder: "what you did, a ticket number…",
+    actions: "Incident actions", escalateTo: "Escalate to workflow", escalate: "Escalate", cancel: "Cancel the incident",
+    findings: "Findings", noFindings: "No findings (opened by hand).", trigger: "opened it", timeline: "Timeline",
+    dryRun: "dry run", nodePanel: "Remediation", noneForNode: "No incidents on this node.",
+    reason: "Reason", reasonPlaceholder: "why (required to acknowledge or snooze)",
+    reasonNeeded: "Give a reason to acknowledge or snooze a finding.", opened: "Incident {{key}} opened.",
+    overrideSaved: "Saved.",
+  },
+  nodeAction: {
+    cordon: "Cordon", drain: "Drain", reboot: "Reboot", replace: "Replace", acknowledge: "Acknowledge",
+    snooze: "Snooze {{hours}} h",
+  },
+  breakers: {
+    title: "Remediation by pool", allIncidents: "All incidents", noPools: "No pools.", slots: "Being remediated",
+    slotsValue: "{{active}} of {{max}}", queued: "Queued", breaker: "Circuit breaker", reset: "Reset",
+    resetNote: "Why the breaker of {{pool}} may close", resetPlaceholder: "why it is safe again",
+  },
+  breakerState: { closed: "closed", open: "open: automation paused" },
 
   tokens: {
     title: "API tokens",

@@ -2,7 +2,7 @@
 const zhCN = {
   app: { name: "GPU 集群控制台" },
   nav: {
-    main: "主导航", overview: "总览", nodes: "节点", findings: "问题", rules: "规则", enroll: "节点接入", tokens: "API 令牌",
+    main: "主导航", overview: "总览", nodes: "节点", findings: "问题", incidents: "事件", rules: "规则", enroll: "节点接入", tokens: "API 令牌",
     logout: "退出登录", language: "语言", skip: "跳到正文",
   },
   role: { viewer: "只读", operator: "运维", admin: "管理员" },
@@ -151,7 +151,7 @@ const zhCN = {
   eventKind: {
     rebalance: "再平衡建议", maintenance: "维护事件",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU 丢失", preemption_notice: "抢占通知",
-    agent_error: "Agent 错误",
+    agent_error: "Agent 错误", gpu_uuid_conflict: "GPU 已属于其他节点",
   },
   billing: {
     title: "计费与抢占", preemptions: "抢占记录", noPreemptions: "暂无抢占记录。",
@@ -179,6 +179,67 @@ const zhCN = {
     viewerNote: "接入令牌由运维人员创建。如需接入新节点，请联系运维人员。",
     notAvailable: "此服务器暂不支持节点接入。",
   },
+
+  incidents: {
+    title: "事件", filtersLabel: "事件筛选", show: "显示", showOpen: "未关闭", showClosed: "已关闭",
+    closed: "已关闭的事件", incident: "事件", node: "节点", state: "状态", workflow: "工作流",
+    responsible: "责任方", opened: "开启时间", cause: "原因", noneHere: "无。",
+    stepOf: "第 {{step}}/{{count}} 步：", allSteps: "全部 {{count}} 步",
+  },
+  incidentGroup: { queue: "排队中", inFlight: "处理中", approval: "等待审批", provider: "等待供应商" },
+  incidentState: {
+    queued: "排队中", running: "执行中", waiting: "等待中", awaiting_approval: "等待审批",
+    needs_attention: "需要运维处理", paused: "已暂停", resolved: "已解决", cancelled: "已取消",
+  },
+  waitingOn: {
+    operator: "运维人员", provider: "供应商", vendor: "硬件厂商", platform_team: "平台团队",
+    replacement: "替换节点", verification: "验证", maintenance_window: "维护窗口", retry: "重试",
+    executor: "执行器",
+  },
+  cause: { xid: "Xid", rule: "健康规则", preemption: "抢占", manual: "运维人员", mass_failure: "大规模故障" },
+  stepKind: {
+    cordon: "隔离（停止调度）", drain: "排空", checkpoint: "立即保存检查点", collect_evidence: "收集证据", reset_gpu: "重置 GPU",
+    reboot: "重启", rollback_stack: "回滚软件栈", open_ticket: "提交工单", await_external: "等待外部方",
+    request_replacement: "申请替换", record_reclaim: "记录回收", rma: "返修（RMA）", verify: "验证",
+    return_to_service: "恢复服务", terminate: "终止实例", retire: "下线",
+  },
+  runStatus: {
+    pending: "待执行", awaiting_approval: "待审批", running: "执行中", waiting: "等待中", done: "完成",
+    failed: "失败", skipped: "已跳过", cancelled: "已取消",
+  },
+  stepAction: { approve: "批准", complete: "标记完成", fail: "标记失败", retry: "重试", skip: "跳过" },
+  timelineKind: {
+    opened: "开启", finding_attached: "关联问题", queued: "排队", started: "开始", paused: "暂停",
+    resumed: "恢复", approval_requested: "请求审批", approved: "已批准", step_started: "步骤开始",
+    step_waiting: "步骤等待", step_done: "步骤完成", step_failed: "步骤失败", step_retry: "重试",
+    step_skipped: "步骤跳过", step_interrupted: "步骤中断", dry_run: "演练", escalated: "升级",
+    replacement_linked: "关联替换节点", breaker_tripped: "熔断器触发", breaker_reset: "熔断器复位",
+    note: "备注", resolved: "已解决", cancelled: "已取消",
+  },
+  incident: {
+    badId: "不是有效的事件编号。", summary: "概要", provider: "供应商", started: "开始时间", closed: "关闭时间",
+    queuePosition: "队列位置", replacement: "替换节点", evidence: "证据", evidenceText: "证据包（文本）",
+    boundaryRow: "选定工作流的责任边界", deliveryForm: "交付形态", boundarySource: "边界来源",
+    policy: "策略", policyRef: "#{{priority}} {{name}}（策略表 v{{version}}）", noPolicy: "人工开启",
+    plan: "步骤", step: "步骤", executor: "执行器", message: "说明", needsApproval: "需审批",
+    attempt: "第 {{attempt}} 次尝试", note: "备注", notePlaceholder: "做了什么、工单号……",
+    actions: "事件操作", escalateTo: "升级到工作流", escalate: "升级", cancel: "取消事件",
+    findings: "问题", noFindings: "没有问题（人工开启）。", trigger: "由它开启", timeline: "时间线",
+    dryRun: "演练", nodePanel: "修复", noneForNode: "该节点没有事件。",
+    reason: "原因", reasonPlaceholder: "原因（确认或暂缓时必填）",
+    reasonNeeded: "确认或暂缓问题前请填写原因。", opened: "已开启事件 {{key}}。",
+    overrideSaved: "已保存。",
+  },
+  nodeAction: {
+    cordon: "隔离", drain: "排空", reboot: "重启", replace: "替换", acknowledge: "确认",
+    snooze: "暂缓 {{hours}} 小时",
+  },
+  breakers: {
+    title: "各资源池的修复", allIncidents: "全部事件", noPools: "没有资源池。", slots: "修复中",
+    slotsValue: "{{active}} / {{max}}", queued: "排队", breaker: "熔断器", reset: "复位",
+    resetNote: "{{pool}} 的熔断器可以复位的原因", resetPlaceholder: "为什么现在安全",
+  },
+  breakerState: { closed: "闭合", open: "断开：自动化已暂停" },
 
   tokens: {
     title: "API 令牌",
