@@ -2,66 +2,15 @@
 the instance is terminated in its Auto Scaling group, which launches the replacement; or one is launched from the
 launch template. A retried step asks nothing twice; a claimed instance id is checked before anything happens."""
 
-import socket
-import sys
-from pathlib import Path
-
-import boto3
 import pytest
 
 from fleet.executors import interface as steps
 from fleet.executors.backends.aws import AWSExecutor
 from fleet.executors.models import ExternalRequest
 from fleet.executors.services.executor_configs import executor_config_save
-from tests.factories import NodeFactory, PoolFactory, UserFactory
-from tests.processes import running
-from tests.sshd import free_ports
+from tests.factories import NodeFactory, UserFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
-KEY_ID, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory):
-    binary = Path(sys.executable).parent / "moto_server"
-    if not binary.exists():
-        pytest.skip("moto[server] is not installed (it is in the dev extra)")
-    [port] = free_ports(1)
-
-    def up() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            return False
-
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with running([str(binary), "-H", "127.0.0.1", "-p", str(port)], log=log, ready=up, what="moto_server"):
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture
-def fleet_on_aws(moto):
-    """An Auto Scaling group of two instances behind a launch template, and a pool set up for it."""
-    kwargs = {"region_name": "us-east-1", "endpoint_url": moto, "aws_access_key_id": KEY_ID,
-              "aws_secret_access_key": SECRET}
-    ec2, autoscaling = boto3.client("ec2", **kwargs), boto3.client("autoscaling", **kwargs)
-    name = f"gpus-{UserFactory._meta.model.objects.count()}-{id(kwargs)}"
-    template = ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData={
-        "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
-    autoscaling.create_auto_scaling_group(AutoScalingGroupName=name, MinSize=2, MaxSize=2, DesiredCapacity=2,
-                                          LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
-                                          AvailabilityZones=["us-east-1a"])
-
-    def members() -> list[str]:
-        group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
-        return sorted(i["InstanceId"] for i in group["Instances"])
-
-    def state(instance_id: str) -> str:
-        return ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]["State"]["Name"]
-
-    pool = PoolFactory()
-    return {"ec2": ec2, "members": members, "state": state, "template": template, "pool": pool, "endpoint": moto}
 
 
 def ctx(node, *, attempt=1, dry_run=False):
@@ -72,9 +21,9 @@ def ctx(node, *, attempt=1, dry_run=False):
 
 def configure(aws, **settings):
     executor_config_save(actor=UserFactory(role="admin", username=f"aws-admin-{aws['pool'].pk}"), pool=aws["pool"],
-                         executor="aws", secret=SECRET,
-                         settings={"region": "us-east-1", "endpoint_url": aws["endpoint"], "access_key_id": KEY_ID,
-                                   **settings})
+                         executor="aws", secret=aws["secret"],
+                         settings={"region": "us-east-1", "endpoint_url": aws["endpoint"],
+                                   "access_key_id": aws["key_id"], **settings})
 
 
 def test_replacement_through_the_auto_scaling_group(fleet_on_aws):

@@ -37,7 +37,7 @@ def test_cordon_drain_and_return(slurm, slurm_node):
     assert dry.status == "done" and 'Reason="fleet: INC-5 Xid 79 on GPU 3"' in dry.message
     assert slurm.state() == "IDLE"
 
-    job = slurm.run("sbatch", "--parsable", "--wrap", "sleep 6").strip()
+    job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 6").strip()
     wait_for(lambda: slurm.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", timeout=30,
              what="the job to run")
 
