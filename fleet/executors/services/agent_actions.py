@@ -20,7 +20,7 @@ from rest_framework.exceptions import ValidationError
 from fleet.core.api.errors import DomainError
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
-from fleet.telemetry.models import NodeCredential, NodeStatus
+from fleet.telemetry.models import NodeStatus
 from fleet.telemetry.validation import parse_time
 from fleet_agent.protocol import HOOK_NAME_PATTERN, MAX_GPU_INDEX, action_signature
 from fleet_agent.timeutil import rfc3339
@@ -113,21 +113,23 @@ def agent_action_cancel(*, action: AgentAction, actor) -> AgentAction:
 
 # -- the reports exchange ------------------------------------------------------------------------------------------
 
-def agent_action_exchange(*, node_id: int, credential_id: int, reports: list[dict], now: datetime) -> dict:
+def agent_action_exchange(*, node_id: int, signing_key: str, actions_open: bool, reports: list[dict],
+                          now: datetime) -> dict:
     """What the answer to a report batch adds: the node's open actions. Outcomes in the batch are recorded first,
-    so an action finished in this batch is not handed out again."""
+    so an action finished in this batch is not handed out again. `actions_open` comes with the credential (one
+    statement), so a node with nothing waiting costs no query here."""
     results = [result for report in reports for result in report.get("action_results") or ()]
     if results:
         agent_action_results_record(node_id=node_id, results=results, now=now)
-    actions = agent_actions_deliver(node_id=node_id, credential_id=credential_id, now=now)
+    if not actions_open:
+        return {}
+    actions = agent_actions_deliver(node_id=node_id, signing_key=signing_key, now=now)
     return {"actions": actions} if actions else {}
 
 
-def agent_actions_deliver(*, node_id: int, credential_id: int, now: datetime) -> list[dict]:
+def agent_actions_deliver(*, node_id: int, signing_key: str, now: datetime) -> list[dict]:
     rows = list(AgentAction.objects.filter(node_id=node_id, state__in=sorted(AGENT_ACTION_OPEN))
                 .order_by("created_at", "pk")[:MAX_DELIVERED])
-    if not rows:  # the common case: one indexed query per report
-        return []
     live, stale = [], []
     for row in rows:
         deadline = row.not_after if row.state == AgentActionState.PENDING else row.not_after + RESULT_GRACE
@@ -139,12 +141,9 @@ def agent_actions_deliver(*, node_id: int, credential_id: int, now: datetime) ->
             message="the node took it but never reported an outcome" if taken else
             "expired before the node's next report")
     live = [row for row in live if row.not_after > now]
-    if not live:
+    if not live or not signing_key:
         return []
-    key_hash = NodeCredential.objects.filter(pk=credential_id).values_list("key_hash", flat=True).first()
-    if key_hash is None:
-        return []
-    key = key_hash.encode()
+    key = signing_key.encode()
     payloads = []
     for row in live:
         payload = {"id": str(row.public_id), "node_id": node_id, "kind": row.kind, "params": row.params,

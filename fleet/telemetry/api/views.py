@@ -200,8 +200,8 @@ class ReportsView(APIView):
             metrics.reports_rejected("invalid")
             raise ValidationError({"reports": [str(exc)]}) from None
         # The action channel (docs/executors.md): outcomes in the batch are recorded, open actions ride the answer.
-        actions = agent_action_exchange(node_id=request.user.node_id, credential_id=request.user.credential_id,
-                                        reports=reports, now=now)
+        actions = agent_action_exchange(node_id=request.user.node_id, signing_key=request.user.action_key,
+                                        actions_open=request.user.actions_open, reports=reports, now=now)
         metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
         body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
                 "accepted": result.accepted, "duplicates": result.duplicates, **actions}
