@@ -38,11 +38,12 @@ class SSHKeyCreateSerializer(serializers.Serializer):
 
 
 class SSHHostSerializer(serializers.ModelSerializer):
-    key_name = serializers.CharField(source="key.name", read_only=True, default=None)
-    pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
-    node_hostname = serializers.CharField(source="node.hostname", read_only=True, default=None)
+    key_name = serializers.CharField(source="key.name", read_only=True, default=None, allow_null=True)
+    pool_name = serializers.CharField(source="pool.name", read_only=True, default=None, allow_null=True)
+    node_hostname = serializers.CharField(source="node.hostname", read_only=True, default=None, allow_null=True)
     jump_host_label = serializers.SerializerMethodField()
-    confirmed_by_name = serializers.CharField(source="confirmed_by.username", read_only=True, default=None)
+    confirmed_by_name = serializers.CharField(source="confirmed_by.username", read_only=True, default=None,
+                                              allow_null=True)
     key = serializers.PrimaryKeyRelatedField(queryset=SSHKey.objects.all(), required=False, allow_null=True)
     jump_host = serializers.PrimaryKeyRelatedField(queryset=SSHHost.objects.all(), required=False, allow_null=True)
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all(), required=False, allow_null=True)
@@ -130,7 +131,7 @@ class BootstrapCreateSerializer(serializers.Serializer):
 
 class BootstrapHostSerializer(serializers.ModelSerializer):
     host_label = serializers.CharField(source="host.__str__", read_only=True)
-    node_hostname = serializers.CharField(source="node.hostname", read_only=True, default=None)
+    node_hostname = serializers.CharField(source="node.hostname", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = BootstrapHost
@@ -141,7 +142,8 @@ class BootstrapHostSerializer(serializers.ModelSerializer):
 
 class BootstrapRunSerializer(serializers.ModelSerializer):
     pool_name = serializers.CharField(source="pool.name", read_only=True)
-    created_by_name = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by_name = serializers.CharField(source="created_by.username", read_only=True, default=None,
+                                            allow_null=True)
     summary = serializers.SerializerMethodField()
     hosts = BootstrapHostSerializer(many=True, read_only=True)
 

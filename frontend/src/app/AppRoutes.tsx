@@ -6,6 +6,7 @@ import { IncidentDetailPage } from "@/features/incidents/components/IncidentDeta
 import { IncidentsPage } from "@/features/incidents/components/IncidentsPage";
 import { NodesPage } from "@/features/nodes/components/NodesPage";
 import { RulesPage } from "@/features/rules/components/RulesPage";
+import { SSHHostsPage } from "@/features/ssh/components/SSHHostsPage";
 import { TokensPage } from "@/features/tokens/components/TokensPage";
 import { Layout } from "./Layout";
 import { RequireAuth } from "./RequireAuth";
@@ -27,6 +28,7 @@ export function AppRoutes() {
         <Route path="incidents/:incidentId" element={<IncidentDetailPage />} />
         <Route path="rules" element={<RulesPage />} />
         <Route path="enroll" element={<EnrollPage />} />
+        <Route path="ssh" element={<SSHHostsPage />} />
         <Route path="tokens" element={<TokensPage />} />
         <Route path="*" element={<NotFoundRoute />} />
       </Route>

@@ -12,6 +12,7 @@ const NAV = [
   { to: "/incidents", label: "nav.incidents", end: false },
   { to: "/rules", label: "nav.rules", end: false },
   { to: "/enroll", label: "nav.enroll", end: false },
+  { to: "/ssh", label: "nav.ssh", end: false },
   { to: "/tokens", label: "nav.tokens", end: false },
 ] as const;
 

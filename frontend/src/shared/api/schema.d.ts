@@ -4,6 +4,70 @@
  */
 
 export interface paths {
+    "/api/v1/agent-actions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        get: operations["v1_agent_actions_list"];
+        put?: never;
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        post: operations["v1_agent_actions_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-actions/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        get: operations["v1_agent_actions_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-actions/{id}/cancel/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        post: operations["v1_agent_actions_cancel_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agent/enroll": {
         parameters: {
             query?: never;
@@ -468,6 +532,79 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executor-callbacks/{public_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Where a webhook's receiver reports back (signed with the pool's webhook secret; see docs/executors.md). */
+        post: operations["v1_executor_callbacks_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executor-configs/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        get: operations["v1_executor_configs_list"];
+        put?: never;
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        post: operations["v1_executor_configs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executor-configs/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        get: operations["v1_executor_configs_retrieve"];
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        put: operations["v1_executor_configs_update"];
+        post?: never;
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        delete: operations["v1_executor_configs_destroy"];
+        options?: never;
+        head?: never;
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        patch: operations["v1_executor_configs_partial_update"];
         trace?: never;
     };
     "/api/v1/executors/": {
@@ -1696,6 +1833,291 @@ export interface paths {
         patch: operations["v1_sites_partial_update"];
         trace?: never;
     };
+    "/api/v1/ssh-actions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_ssh_actions_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-actions/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["v1_ssh_actions_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-bootstraps/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Install the agent on many SSH hosts at once; each host's progress is on the run. */
+        get: operations["v1_ssh_bootstraps_list"];
+        put?: never;
+        /** @description Install the agent on many SSH hosts at once; each host's progress is on the run. */
+        post: operations["v1_ssh_bootstraps_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-bootstraps/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Install the agent on many SSH hosts at once; each host's progress is on the run. */
+        get: operations["v1_ssh_bootstraps_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        get: operations["v1_ssh_hosts_list"];
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        get: operations["v1_ssh_hosts_retrieve"];
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        put: operations["v1_ssh_hosts_update"];
+        post?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        delete: operations["v1_ssh_hosts_destroy"];
+        options?: never;
+        head?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        patch: operations["v1_ssh_hosts_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/confirm-host-key/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_confirm_host_key_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/diagnose/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Collect nvidia-smi -q -x, the kernel log and its Xid lines, uptime and the PCI GPU count. */
+        post: operations["v1_ssh_hosts_diagnose_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/gpu-reset/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_gpu_reset_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/reboot/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_reboot_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/run-hook/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_run_hook_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/scan/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Read the key the host offers now (it is pinned only by confirming its fingerprint). */
+        post: operations["v1_ssh_hosts_scan_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-keys/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        get: operations["v1_ssh_keys_list"];
+        put?: never;
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        post: operations["v1_ssh_keys_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-keys/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        get: operations["v1_ssh_keys_retrieve"];
+        put?: never;
+        post?: never;
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        delete: operations["v1_ssh_keys_destroy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tokens/": {
         parameters: {
             query?: never;
@@ -2005,6 +2427,79 @@ export interface components {
          * @enum {string}
          */
         ActionKindEnum: "provider_ticket" | "vendor_rma" | "internal_fix" | "joint_investigation";
+        AgentAction: {
+            /** Format: uuid */
+            readonly id: string;
+            readonly node: number;
+            readonly node_hostname: string;
+            readonly kind: components["schemas"]["AgentActionKindEnum"];
+            readonly params: unknown;
+            readonly state: components["schemas"]["AgentActionStateEnum"];
+            /**
+             * Format: date-time
+             * @description The node refuses it after this moment
+             */
+            readonly not_after: string;
+            readonly incident_key: string;
+            readonly requested_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly delivered_at: string | null;
+            readonly deliveries: number;
+            readonly exit_status: number | null;
+            readonly message: string;
+            readonly stdout_tail: string;
+            readonly stderr_tail: string;
+            readonly evidence: unknown;
+            /** Format: double */
+            readonly duration_s: number | null;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            /** Format: date-time */
+            readonly reported_at: string | null;
+        };
+        AgentActionCreateRequest: {
+            node: number;
+            kind: string;
+            params?: {
+                [key: string]: unknown;
+            };
+            /** @default 3600 */
+            ttl_s: number;
+        };
+        /**
+         * @description * `collect_evidence` - Collect evidence
+         *     * `verify` - Run the smoke test
+         *     * `gpu_reset` - Reset a GPU
+         *     * `reboot` - Reboot
+         *     * `run_hook` - Run a hook
+         * @enum {string}
+         */
+        AgentActionKindEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook";
+        /**
+         * @description * `pending` - Waiting for the node's next report
+         *     * `delivered` - Handed to the node
+         *     * `done` - Done
+         *     * `failed` - Failed
+         *     * `refused` - Refused by the node
+         *     * `expired` - Expired before it ran
+         *     * `interrupted` - Interrupted (not run again)
+         *     * `cancelled` - Cancelled
+         * @enum {string}
+         */
+        AgentActionStateEnum: "pending" | "delivered" | "done" | "failed" | "refused" | "expired" | "interrupted" | "cancelled";
+        /**
+         * @description * `collect_evidence` - collect_evidence
+         *     * `verify` - verify
+         *     * `gpu_reset` - gpu_reset
+         *     * `reboot` - reboot
+         *     * `run_hook` - run_hook
+         * @enum {string}
+         */
+        AllowActionsEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook";
         /**
          * @description * `node` - Node
          *     * `gpu` - GPU
@@ -2166,6 +2661,81 @@ export interface components {
         };
         /** @enum {unknown} */
         BlankEnum: "";
+        BootstrapCreateRequest: {
+            pool: number;
+            hosts: number[];
+            options?: components["schemas"]["BootstrapOptionsRequest"];
+            concurrency?: number;
+            host_timeout_s?: number;
+        };
+        BootstrapHost: {
+            readonly id: number;
+            readonly host: number;
+            readonly host_label: string;
+            readonly state: components["schemas"]["BootstrapHostStateEnum"];
+            readonly message: string;
+            readonly output_tail: string;
+            readonly node: number | null;
+            readonly node_hostname: string | null;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        /**
+         * @description * `queued` - Queued
+         *     * `connecting` - Connecting
+         *     * `checking` - Checking what is installed
+         *     * `installing` - Running install.sh
+         *     * `done` - Installed
+         *     * `up_to_date` - Already installed
+         *     * `failed` - Failed
+         * @enum {string}
+         */
+        BootstrapHostStateEnum: "queued" | "connecting" | "checking" | "installing" | "done" | "up_to_date" | "failed";
+        BootstrapOptionsRequest: {
+            /** @default false */
+            offline: boolean;
+            allow_actions?: components["schemas"]["AllowActionsEnum"][];
+            /** @default  */
+            root: string;
+            /** @default  */
+            python: string;
+            /** @default false */
+            no_systemd: boolean;
+            /** @default false */
+            force: boolean;
+        };
+        BootstrapRun: {
+            readonly id: number;
+            readonly pool: number;
+            readonly pool_name: string;
+            readonly state: components["schemas"]["BootstrapRunStateEnum"];
+            /** @description install.sh options (no secrets) */
+            readonly options: unknown;
+            readonly concurrency: number;
+            readonly host_timeout_s: number;
+            readonly created_by_name: string | null;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            readonly summary: {
+                [key: string]: number;
+            };
+            readonly hosts: components["schemas"]["BootstrapHost"][];
+        };
+        /**
+         * @description * `queued` - Queued
+         *     * `running` - Running
+         *     * `finished` - Finished
+         * @enum {string}
+         */
+        BootstrapRunStateEnum: "queued" | "running" | "finished";
         BoundaryCell: {
             layer: components["schemas"]["LayerEnum"];
             owner: components["schemas"]["OwnerEnum"];
@@ -2327,6 +2897,10 @@ export interface components {
             flag: components["schemas"]["FlagEnum"];
             label: string;
             reason: string;
+        };
+        ConfirmHostKeyRequest: {
+            /** @description The SHA256 fingerprint the console showed */
+            fingerprint: string;
         };
         CostProfile: {
             readonly id: number;
@@ -2573,6 +3147,33 @@ export interface components {
             name: string;
             kinds: string[];
         };
+        ExecutorConfig: {
+            readonly id: number;
+            pool: number;
+            readonly pool_name: string;
+            executor: components["schemas"]["ExecutorEnum"];
+            settings: unknown;
+            readonly has_secret: boolean;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        ExecutorConfigRequest: {
+            pool: number;
+            executor: components["schemas"]["ExecutorEnum"];
+            settings: unknown;
+            /** @description API token / secret access key / signing secret; write-only */
+            secret?: string;
+        };
+        /**
+         * @description * `slurm` - Slurm
+         *     * `kubernetes` - Kubernetes
+         *     * `aws` - AWS
+         *     * `webhook` - Signed webhook
+         * @enum {string}
+         */
+        ExecutorEnum: "slurm" | "kubernetes" | "aws" | "webhook";
         ExpiringTerm: {
             plan_id: number;
             scope: components["schemas"]["ScopeEnum"];
@@ -2735,6 +3336,9 @@ export interface components {
             /** Format: date-time */
             readonly updated_at: string;
         };
+        GPUResetRequest: {
+            gpu_index: number;
+        };
         GPUStatus: {
             gpu: number;
             index: number;
@@ -2795,6 +3399,14 @@ export interface components {
          * @enum {string}
          */
         GroupByEnum: "pool" | "site" | "instance_type";
+        /**
+         * @description * `unknown` - Not scanned yet
+         *     * `pending` - Waiting for an operator to confirm the fingerprint
+         *     * `trusted` - Pinned (confirmed by an operator)
+         *     * `changed` - Changed since it was pinned
+         * @enum {string}
+         */
+        HostKeyStateEnum: "unknown" | "pending" | "trusted" | "changed";
         Incident: {
             readonly id: number;
             /** @description Stable id for idempotency and external tickets */
@@ -3224,6 +3836,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["APIToken"][];
         };
+        PaginatedAgentActionList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["AgentAction"][];
+        };
         PaginatedAuditEntryList: {
             /** @example 123 */
             count: number;
@@ -3268,6 +3895,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["BillingPlan"][];
+        };
+        PaginatedBootstrapRunList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["BootstrapRun"][];
         };
         PaginatedBoundaryOverrideList: {
             /** @example 123 */
@@ -3343,6 +3985,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Event"][];
+        };
+        PaginatedExecutorConfigList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["ExecutorConfig"][];
         };
         PaginatedFindingIntakeList: {
             /** @example 123 */
@@ -3539,6 +4196,51 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["RuleOverride"][];
         };
+        PaginatedSSHActionList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["SSHAction"][];
+        };
+        PaginatedSSHHostList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["SSHHost"][];
+        };
+        PaginatedSSHKeyList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["SSHKey"][];
+        };
         PaginatedSiteList: {
             /** @example 123 */
             count: number;
@@ -3691,6 +4393,13 @@ export interface components {
             bare_metal_monthly_per_gpu?: string | null;
             note?: string;
         };
+        PatchedExecutorConfigRequest: {
+            pool?: number;
+            executor?: components["schemas"]["ExecutorEnum"];
+            settings?: unknown;
+            /** @description API token / secret access key / signing secret; write-only */
+            secret?: string;
+        };
         PatchedNodeRemediationSettingsRequest: {
             node?: number;
             executors?: string[];
@@ -3817,6 +4526,17 @@ export interface components {
             /** @description Only the parameters given change; others keep their values. */
             params?: unknown;
             enabled?: boolean;
+        };
+        PatchedSSHHostRequest: {
+            /** @description Host name or IP address */
+            address?: string;
+            /** @default 22 */
+            port: number;
+            username?: string;
+            key?: number | null;
+            jump_host?: number | null;
+            pool?: number | null;
+            node?: number | null;
         };
         PatchedSiteRequest: {
             name?: string;
@@ -4180,6 +4900,10 @@ export interface components {
             /** Format: decimal */
             lost_gpu_hours: string;
         };
+        RebootRequest: {
+            /** @description The host's address, typed again: a reboot stops everything on it */
+            confirm: string;
+        };
         ReenrollmentAllowRequest: {
             /** @description How long the approval lasts (default REENROLLMENT_APPROVAL_MINUTES). */
             minutes?: number;
@@ -4250,6 +4974,10 @@ export interface components {
             duplicates: number;
             /** @description Present when stored reports lost some of their content. */
             dropped?: components["schemas"]["Dropped"];
+            /** @description Open actions for this node, signed (docs/executors.md); absent if none */
+            actions?: {
+                [key: string]: unknown;
+            }[];
         };
         /**
          * @description * `viewer` - Viewer
@@ -4314,6 +5042,113 @@ export interface components {
             /** @description Only the parameters given change; others keep their values. */
             params?: unknown;
             enabled?: boolean;
+        };
+        RunHookRequest: {
+            name: string;
+            /** @default 600 */
+            timeout_s: number;
+        };
+        SSHAction: {
+            readonly id: number;
+            readonly host: number;
+            readonly host_label: string;
+            readonly kind: components["schemas"]["SSHActionKindEnum"];
+            readonly params: unknown;
+            readonly state: components["schemas"]["SSHActionStateEnum"];
+            readonly exit_status: number | null;
+            readonly message: string;
+            readonly result: unknown;
+            readonly incident_key: string;
+            readonly requested_by: string;
+            /** Format: date-time */
+            readonly requested_at: string;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            /** Format: double */
+            readonly duration_s: number | null;
+        };
+        /**
+         * @description * `diagnose` - Collect remote diagnostics
+         *     * `reboot` - Reboot
+         *     * `gpu_reset` - Reset a GPU
+         *     * `run_hook` - Run a hook
+         * @enum {string}
+         */
+        SSHActionKindEnum: "diagnose" | "reboot" | "gpu_reset" | "run_hook";
+        /**
+         * @description * `queued` - Queued
+         *     * `running` - Running
+         *     * `done` - Done
+         *     * `failed` - Failed
+         * @enum {string}
+         */
+        SSHActionStateEnum: "queued" | "running" | "done" | "failed";
+        SSHHost: {
+            readonly id: number;
+            /** @description Host name or IP address */
+            address: string;
+            /** @default 22 */
+            port: number;
+            username: string;
+            key?: number | null;
+            readonly key_name: string | null;
+            jump_host?: number | null;
+            readonly jump_host_label: string | null;
+            pool?: number | null;
+            readonly pool_name: string | null;
+            node?: number | null;
+            readonly node_hostname: string | null;
+            readonly host_key_state: components["schemas"]["HostKeyStateEnum"];
+            readonly host_key_fingerprint: string;
+            readonly offered_fingerprint: string;
+            /** @description What the host offered at the last scan */
+            readonly offered_host_key: string;
+            /** Format: date-time */
+            readonly offered_at: string | null;
+            readonly confirmed_by_name: string | null;
+            /** Format: date-time */
+            readonly confirmed_at: string | null;
+            /** Format: date-time */
+            readonly last_contact_at: string | null;
+            readonly last_error: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        SSHHostRequest: {
+            /** @description Host name or IP address */
+            address: string;
+            /** @default 22 */
+            port: number;
+            username: string;
+            key?: number | null;
+            jump_host?: number | null;
+            pool?: number | null;
+            node?: number | null;
+        };
+        SSHKey: {
+            readonly id: number;
+            readonly name: string;
+            readonly public_key: string;
+            readonly fingerprint: string;
+            /** @default 0 */
+            readonly host_count: number;
+            /** Format: date-time */
+            readonly created_at: string;
+        };
+        /**
+         * @description Import a private key (and its passphrase, if it has one) or let the server generate an Ed25519 pair.
+         *     The private key is write-only: no answer ever contains it.
+         */
+        SSHKeyCreateRequest: {
+            name: string;
+            private_key?: string;
+            passphrase?: string;
+            /** @default false */
+            generate: boolean;
         };
         Scenario: {
             scenario: string;
@@ -4700,6 +5535,124 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    v1_agent_actions_list: {
+        parameters: {
+            query?: {
+                incident_key?: string;
+                /**
+                 * @description * `collect_evidence` - Collect evidence
+                 *     * `verify` - Run the smoke test
+                 *     * `gpu_reset` - Reset a GPU
+                 *     * `reboot` - Reboot
+                 *     * `run_hook` - Run a hook
+                 */
+                kind?: "collect_evidence" | "gpu_reset" | "reboot" | "run_hook" | "verify";
+                node?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+                /**
+                 * @description * `pending` - Waiting for the node's next report
+                 *     * `delivered` - Handed to the node
+                 *     * `done` - Done
+                 *     * `failed` - Failed
+                 *     * `refused` - Refused by the node
+                 *     * `expired` - Expired before it ran
+                 *     * `interrupted` - Interrupted (not run again)
+                 *     * `cancelled` - Cancelled
+                 */
+                state?: "cancelled" | "delivered" | "done" | "expired" | "failed" | "interrupted" | "pending" | "refused";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedAgentActionList"];
+                };
+            };
+        };
+    };
+    v1_agent_actions_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentActionCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["AgentActionCreateRequest"];
+                "multipart/form-data": components["schemas"]["AgentActionCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentAction"];
+                };
+            };
+        };
+    };
+    v1_agent_actions_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this agent action. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentAction"];
+                };
+            };
+        };
+    };
+    v1_agent_actions_cancel_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this agent action. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentAction"];
+                };
+            };
+        };
+    };
     v1_agent_enroll_create: {
         parameters: {
             query?: never;
@@ -6198,6 +7151,191 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Event"];
+                };
+            };
+        };
+    };
+    v1_executor_callbacks_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                public_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+        };
+    };
+    v1_executor_configs_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `slurm` - Slurm
+                 *     * `kubernetes` - Kubernetes
+                 *     * `aws` - AWS
+                 *     * `webhook` - Signed webhook
+                 */
+                executor?: "aws" | "kubernetes" | "slurm" | "webhook";
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                pool?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedExecutorConfigList"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutorConfigRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ExecutorConfigRequest"];
+                "multipart/form-data": components["schemas"]["ExecutorConfigRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutorConfigRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ExecutorConfigRequest"];
+                "multipart/form-data": components["schemas"]["ExecutorConfigRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_executor_configs_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedExecutorConfigRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedExecutorConfigRequest"];
+                "multipart/form-data": components["schemas"]["PatchedExecutorConfigRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
                 };
             };
         };
@@ -9343,6 +10481,568 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Site"];
                 };
+            };
+        };
+    };
+    v1_ssh_actions_list: {
+        parameters: {
+            query?: {
+                host?: number;
+                incident_key?: string;
+                /**
+                 * @description * `diagnose` - Collect remote diagnostics
+                 *     * `reboot` - Reboot
+                 *     * `gpu_reset` - Reset a GPU
+                 *     * `run_hook` - Run a hook
+                 */
+                kind?: "diagnose" | "gpu_reset" | "reboot" | "run_hook";
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+                /**
+                 * @description * `queued` - Queued
+                 *     * `running` - Running
+                 *     * `done` - Done
+                 *     * `failed` - Failed
+                 */
+                state?: "done" | "failed" | "queued" | "running";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedSSHActionList"];
+                };
+            };
+        };
+    };
+    v1_ssh_actions_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH action. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_bootstraps_list: {
+        parameters: {
+            query?: {
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                pool?: number;
+                /** @description A search term. */
+                search?: string;
+                /**
+                 * @description * `queued` - Queued
+                 *     * `running` - Running
+                 *     * `finished` - Finished
+                 */
+                state?: "finished" | "queued" | "running";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedBootstrapRunList"];
+                };
+            };
+        };
+    };
+    v1_ssh_bootstraps_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BootstrapCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["BootstrapCreateRequest"];
+                "multipart/form-data": components["schemas"]["BootstrapCreateRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BootstrapRun"];
+                };
+            };
+        };
+    };
+    v1_ssh_bootstraps_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this bootstrap run. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BootstrapRun"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `unknown` - Not scanned yet
+                 *     * `pending` - Waiting for an operator to confirm the fingerprint
+                 *     * `trusted` - Pinned (confirmed by an operator)
+                 *     * `changed` - Changed since it was pinned
+                 */
+                host_key_state?: "changed" | "pending" | "trusted" | "unknown";
+                key?: number;
+                node?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                pool?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedSSHHostList"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SSHHostRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SSHHostRequest"];
+                "multipart/form-data": components["schemas"]["SSHHostRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SSHHostRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SSHHostRequest"];
+                "multipart/form-data": components["schemas"]["SSHHostRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_ssh_hosts_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedSSHHostRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedSSHHostRequest"];
+                "multipart/form-data": components["schemas"]["PatchedSSHHostRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_confirm_host_key_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConfirmHostKeyRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ConfirmHostKeyRequest"];
+                "multipart/form-data": components["schemas"]["ConfirmHostKeyRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_diagnose_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_gpu_reset_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GPUResetRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["GPUResetRequest"];
+                "multipart/form-data": components["schemas"]["GPUResetRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_reboot_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RebootRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RebootRequest"];
+                "multipart/form-data": components["schemas"]["RebootRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_run_hook_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunHookRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RunHookRequest"];
+                "multipart/form-data": components["schemas"]["RunHookRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_scan_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_list: {
+        parameters: {
+            query?: {
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedSSHKeyList"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SSHKeyCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SSHKeyCreateRequest"];
+                "multipart/form-data": components["schemas"]["SSHKeyCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHKey"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH key. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHKey"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH key. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
