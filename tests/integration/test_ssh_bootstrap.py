@@ -3,6 +3,7 @@ root), a re-run changes nothing, and 20 hosts at once show progress per host whi
 host key fail only their own host, with a clear message."""
 
 import io
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -12,7 +13,10 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
+from rest_framework.test import APIClient
 
+from fleet.core.models import AuditEntry
+from fleet.executors import secrets, tasks
 from fleet.executors.choices import BootstrapState, HostKeyState, RunState
 from fleet.executors.models import BootstrapHost, BootstrapRun, SSHHost
 from fleet.executors.services.bootstrap import BootstrapOptions, bootstrap_create, bootstrap_execute
@@ -48,7 +52,7 @@ def sshd20(tmp_path_factory):
 
 
 def test_bootstrap_installs_then_twenty_hosts_show_progress_and_fail_alone(agent_wheels, live_server, sshd20,
-                                                                          tmp_path):
+                                                                          tmp_path, monkeypatch):
     operator = UserFactory(username="boot-op", role="operator")
     pool = PoolFactory(name="metal", provider=ProviderFactory(kind="own", cloud=""),
                        delivery_form="bare_metal_owned", billing_mode="reserved")
@@ -61,6 +65,7 @@ def test_bootstrap_installs_then_twenty_hosts_show_progress_and_fail_alone(agent
 
     # One host for real: install.sh from the live server installs and enrols the agent.
     run = bootstrap_create(actor=operator, pool=pool, hosts=[first], server_url=live_server.url, options=install)
+    token_key = secrets.decrypt(run.token_encrypted).decode()
     run = bootstrap_execute(run_id=run.pk)
     row = BootstrapHost.objects.get(run=run)
     assert row.state == BootstrapState.DONE, f"{row.message}\n{row.output_tail}"
@@ -72,6 +77,9 @@ def test_bootstrap_installs_then_twenty_hosts_show_progress_and_fail_alone(agent
     run.refresh_from_db()
     assert run.state == RunState.FINISHED and run.token_encrypted is None
     assert EnrollmentToken.objects.get(pk=run.enrollment_token_id).revoked_at is not None
+    # The run's enrolment token reached the host on stdin only: it is in no output, answer or audit entry.
+    assert token_key.startswith("fe_") and token_key not in row.output_tail
+    assert token_key not in json.dumps(list(AuditEntry.objects.values("before", "after", "note")), default=str)
 
     # Twenty hosts through the CLI: 18 good ones, one whose login key is refused, one whose host key changed.
     wrong_key = ssh_key_generate(actor=operator, name="stale")
@@ -112,6 +120,19 @@ def test_bootstrap_installs_then_twenty_hosts_show_progress_and_fail_alone(agent
     assert f"FAILED {sshd20.user}@127.0.0.1:{sshd20.ports[18]}" in text
     assert "up_to_date: 18" in text and "failed: 2" in text
     assert Node.objects.count() == 1  # nothing was enrolled twice
+
+    # The API starts a run on a worker (here: inline) and answers 202 with the hosts' progress.
+    monkeypatch.setattr(tasks.bootstrap_run, "delay", lambda run_id: tasks.bootstrap_run(run_id))
+    api = APIClient()
+    api.force_authenticate(operator)
+    answer = api.post("/api/v1/ssh-bootstraps/", {"pool": pool.pk, "hosts": [first.pk], "concurrency": 2,
+                                                  "options": {"offline": True, "root": str(root),
+                                                              "python": sys.executable, "no_systemd": True}},
+                      format="json")
+    assert answer.status_code == 202, answer.json()
+    again = api.get(f"/api/v1/ssh-bootstraps/{answer.json()['id']}/").json()
+    assert again["state"] == "finished" and [h["state"] for h in again["hosts"]] == ["up_to_date"]
+    assert "token" not in json.dumps(again).lower().replace("enrollment_token", "")
 
 
 def test_bootstrap_refuses_bad_input(live_server, operator_api, sshd):
