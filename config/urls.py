@@ -16,6 +16,7 @@ api_v1 = [
     path("", include("fleet.billing.api.urls")),
     path("", include("fleet.remediation.api.urls")),
     path("", include("fleet.integrations.api.urls")),
+    path("", include("fleet.executors.api.urls")),
 ]
 
 urlpatterns = [

@@ -162,6 +162,10 @@ class AgentCore:
             parts = self._collect_parts(events)
             report = self.builder.build(parts)
             if self.spool is not None:
+                # Outcomes of actions the server asked for travel with the next report (docs/executors.md).
+                results = self.spool.action_results_unreported()
+                if results:
+                    report["action_results"] = results
                 self.spool.put(report, urgent=urgent or any(is_urgent(e) for e in report["events"]))
             return report
 

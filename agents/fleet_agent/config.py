@@ -7,6 +7,8 @@ Later sources win. Every setting is validated where it is read, and a bad value 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet_agent.client import validate_server_url
+from fleet_agent.protocol import ACTION_KINDS, HOOK_NAME_PATTERN
 
 DEFAULT_CONFIG_FILE = "/etc/fleet-agent/agent.toml"
 ENV_PREFIX = "FLEET_AGENT_"
@@ -82,6 +85,29 @@ def _path_list(value: Any) -> list[str]:
     return [_text(item) for item in items if str(item).strip()]
 
 
+def _action_list(value: Any) -> list[str]:
+    """Action kinds this node runs on request: ``run_hook`` allows every hook, ``run_hook:NAME`` one of them."""
+    items = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ValueError("expected a list of action kinds")
+    allowed = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            continue
+        kind, _, hook = item.strip().partition(":")
+        if kind not in ACTION_KINDS or (hook and (kind != "run_hook" or not re.match(HOOK_NAME_PATTERN, hook))):
+            raise ValueError(f"{item!r} is not an action kind (one of {', '.join(ACTION_KINDS)}, or run_hook:NAME)")
+        allowed.append(item.strip())
+    return allowed
+
+
+def _command(value: Any) -> list[str]:
+    items = shlex.split(value) if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not items or not all(isinstance(i, str) and i for i in items):
+        raise ValueError("expected a command as a list of strings")
+    return list(items)
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -139,6 +165,14 @@ SETTINGS: tuple[Setting, ...] = (
         "--stack-refresh",
     ),
     Setting("log_level", _choice(LOG_LEVELS), "info", "log verbosity"),
+    # The [actions] table of the config file (docs/executors.md): what this node runs when the server asks.
+    Setting("actions_allow", _action_list, [], "action kinds run on request ([actions] allow; none by default)"),
+    Setting("actions_hooks_dir", _text, "/etc/fleet-agent/hooks", "operator-installed hooks for run_hook"),
+    Setting("actions_reboot_command", _command, ["sudo", "-n", "/usr/bin/systemctl", "reboot"],
+            "how the reboot action reboots (install.sh --allow-actions writes the sudoers rule)"),
+    Setting("actions_gpu_reset_command", _command, ["sudo", "-n", "/usr/bin/nvidia-smi", "-r", "-i", "{gpu}"],
+            "how gpu_reset resets GPU {gpu} (install.sh --allow-actions writes the sudoers rule)"),
+    Setting("actions_nvidia_smi", _text, "nvidia-smi", "nvidia-smi for evidence and the GPU-idle check"),
 )
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
 
@@ -220,4 +254,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     agent_table = data.pop("agent", None)
     if isinstance(agent_table, dict):
         data.update(agent_table)
+    # [actions] allow = [...] is the setting actions_allow, and so on.
+    actions_table = data.pop("actions", None)
+    if isinstance(actions_table, dict):
+        data.update({f"actions_{name}": value for name, value in actions_table.items()})
     return data

@@ -10,19 +10,23 @@ Threads, and why each exists:
 * stack — re-probes the software stack (framework imports take seconds) and, until it is known, the
   cloud identity, every ``stack_refresh_s``;
 * nvml-events — only where NVML's Xid events are on (by default: when no kernel log is readable, e.g. a
-  container without CAP_SYSLOG): blocks in ``nvmlEventSetWait`` and reports an Xid at once.
+  container without CAP_SYSLOG): blocks in ``nvmlEventSetWait`` and reports an Xid at once;
+* actions — ``ActionRunner``: runs, one at a time, the actions the server's answers carry and this node's
+  config allows, and reports each outcome at once (``fleet_agent.actions``).
 
 SIGTERM/SIGINT stop the loop, then the sender gets a bounded flush before the process exits.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import signal
 import threading
 import time
 from typing import Any
 
+from fleet_agent.actions import ActionRunner, identity_from_enrollment, read_boot_id
 from fleet_agent.agent import AgentCore
 from fleet_agent.assembly import delivery_target, load_identity, make_core, resolve_kernel_log_source
 from fleet_agent.config import Config
@@ -30,6 +34,7 @@ from fleet_agent.credentials import credential_path, load_enrollment
 from fleet_agent.nvml import XidEventWatcher
 from fleet_agent.sender import Delivery, SenderThread
 from fleet_agent.spool import Spool
+from fleet_agent.verify import FAIL, print_table, run_checks
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +63,21 @@ class Daemon:
         # Both sources would report every Xid twice; NVML's events stand in for a kernel log we cannot read.
         self.nvml_events = config.nvml_events == "on" or (config.nvml_events == "auto" and kernel_log_source is None)
         self.core.builder.interval_s = self.interval_s
+        self.actions = ActionRunner(
+            spool=self.spool,
+            identity=self._action_identity,
+            allow=config.actions_allow,
+            hooks_dir=config.actions_hooks_dir,
+            reboot_command=config.actions_reboot_command,
+            gpu_reset_command=config.actions_gpu_reset_command,
+            nvidia_smi=config.actions_nvidia_smi,
+            verify=self._verify,
+            boot_id=lambda: read_boot_id(config.proc_root),
+            on_result=self._report_action_result,
+        )
         self.sender = SenderThread(
-            Delivery(self.spool, delivery_target(config, self.identity), max_server_errors=config.max_server_errors),
+            Delivery(self.spool, delivery_target(config, self.identity), max_server_errors=config.max_server_errors,
+                     on_actions=self.actions.receive),
             poll_s=self.interval_s,
         )
         self.cycles = 0
@@ -75,6 +93,23 @@ class Daemon:
         if enrollment is not None and enrollment.interval_s:
             return float(enrollment.interval_s)
         return self.config.interval_s
+
+    def _action_identity(self):
+        try:
+            return identity_from_enrollment(load_enrollment(credential_path(self.config.state_dir)))
+        except ValueError:
+            return None
+
+    def _verify(self) -> tuple[bool, str]:
+        results = run_checks(self.config)
+        table = io.StringIO()
+        print_table(results, table)
+        return not any(r.result == FAIL for r in results), table.getvalue()
+
+    def _report_action_result(self) -> None:
+        """An outcome is in the spool: send it now rather than at the next interval."""
+        self.core.collect(poll_sources=False)
+        self.sender.wake(urgent=True)
 
     def install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: Any) -> None:
@@ -96,6 +131,8 @@ class Daemon:
             log.warning("not enrolled yet: reports are spooled until `fleet-agent enroll` has run")
         self.core.refresh_cloud_identity()
         self.core.stack.refresh()  # once up front, so the first inventory is complete
+        self.actions.recover()  # before the first report: what a previous run left is settled and reported
+        self.actions.start()
         self.sender.start()
         helpers = [
             threading.Thread(target=self._watch, name="fleet-agent-watcher", daemon=True),
@@ -112,6 +149,7 @@ class Daemon:
             self.stop_event.set()
             for thread in helpers:
                 thread.join(timeout=5)
+            self.actions.stop()
             flushed = self.sender.stop(flush_timeout_s=FLUSH_TIMEOUT_S)
             log.info(
                 "stopped: %s, %d report(s) left in the spool",

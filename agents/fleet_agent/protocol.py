@@ -9,6 +9,9 @@ server's apps, built from the names here.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import re
 
 # --- events ------------------------------------------------------------------------------------------------
@@ -95,3 +98,29 @@ def normalize_pci_bus_id(text: str | None) -> str | None:
         return None
     domain, bus, device, function = match.groups()
     return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(device, 16):02X}.{function or '0'}"
+
+
+# --- actions (the control plane asks, the node decides) ----------------------------------------------------
+# What the reports response may ask a node to run. A node runs only the kinds its own config allows
+# (`[actions] allow`), and nothing by default; see docs/executors.md.
+ACTION_KINDS = ("collect_evidence", "verify", "gpu_reset", "reboot", "run_hook")
+# The kinds that need root through the narrow sudoers rule `install.sh --allow-actions` writes.
+PRIVILEGED_ACTION_KINDS = frozenset({"gpu_reset", "reboot"})
+# How an action ended, as the node reports it with its next report.
+ACTION_RESULTS = ("done", "failed", "refused", "expired", "interrupted")
+# A hook is a file name in the hooks directory: no path, no leading dot.
+HOOK_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+MAX_GPU_INDEX = 63
+
+
+def action_signing_key(credential: str) -> bytes:
+    """The key both sides sign actions with: the SHA-256 of the node's credential, which the server stores (as
+    the credential's hash) and the node derives, so no new secret is handed out and none travels."""
+    return hashlib.sha256(credential.encode()).hexdigest().encode()
+
+
+def action_signature(key: bytes, action: dict) -> str:
+    """HMAC-SHA256 over the canonical JSON of what the node will act on: id, node, kind, params, not-after."""
+    body = {name: action.get(name) for name in ("id", "node_id", "kind", "params", "not_after")}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()

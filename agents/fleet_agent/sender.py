@@ -93,6 +93,7 @@ class Delivery:
         max_server_errors: int = MAX_SERVER_ERRORS,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_actions: Callable[[list], object] | None = None,
     ):
         self.spool = spool
         self._target = target
@@ -103,6 +104,8 @@ class Delivery:
         self.max_server_errors = max_server_errors
         self._rng = rng or random.Random()
         self._clock = clock
+        # Called with the actions an answer carries (the agent's ActionRunner checks and records them).
+        self._on_actions = on_actions
         self._batch_limit = max_batch
         self._suspects = 0  # reports at the head of the spool among which a refused one hides
         self._failures_in_a_row = 0
@@ -207,6 +210,11 @@ class Delivery:
             )
             return False
         removed = self.spool.ack(acked)
+        if answer.get("actions") and self._on_actions is not None:
+            try:
+                self._on_actions(answer["actions"])
+            except Exception:  # noqa: BLE001 - a bad action must never stop delivery
+                log.exception("could not take the actions the server sent")
         self.stats.batches += 1
         self.stats.reports_acked += removed
         self.stats.last_acked_sequence = max(self.stats.last_acked_sequence, acked)

@@ -10,7 +10,9 @@ One SQLite database (WAL) per agent state directory holds:
   again and again: out of the queue so that they never block it, kept for an operator to inspect,
   export, re-queue (under a new sequence) or drop (``fleet-agent spool …``);
 * ``server_errors`` — how many times the server answered a server error to a report sent alone, so
-  that the count that sets it aside survives a restart.
+  that the count that sets it aside survives a restart;
+* ``actions`` — every action the server sent (by id), so that each runs at most once across restarts: queued,
+  running, then finished with its outcome, which rides the next report (``reported_seq``).
 
 The spool is bounded in bytes. When full, the oldest metric-only reports go first; reports with
 events or inventory are dropped only when nothing else is left. ``ack(n)`` removes everything ≤ n.
@@ -64,7 +66,18 @@ CREATE TABLE IF NOT EXISTS server_errors (
     count INTEGER NOT NULL,
     last_error TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS actions (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    boot_id TEXT NOT NULL DEFAULT '',
+    received_at REAL NOT NULL,
+    result TEXT,
+    reported_seq INTEGER
+);
 """
+ACTIONS_KEPT_S = 30 * 86400  # how long a finished, reported action id is remembered (the server stops at 7 days)
 
 
 @dataclass(frozen=True)
@@ -203,13 +216,17 @@ class Spool:
     def put(self, report: dict, *, urgent: bool = False) -> None:
         body = encode_report(report)
         inventory = report.get("inventory") or None
-        precious = bool(report.get("events")) or inventory is not None
+        results = report.get("action_results") or []
+        precious = bool(report.get("events")) or inventory is not None or bool(results)
         with self._write():
             self._sync_bytes()
             self._insert(report["sequence"], body, precious=precious, urgent=urgent,
                          inventory_hash=inventory["hash"] if inventory else None)
             self._enforce_bound()
             self._reserved.pop(report["sequence"], None)
+            # In the same transaction: the outcomes now travel in this report, and only in it.
+            self._db.executemany("UPDATE actions SET reported_seq = ? WHERE id = ?",
+                                 [(report["sequence"], result["id"]) for result in results])
 
     def _insert(self, sequence: int, body: bytes, *, precious: bool, urgent: bool, inventory_hash: str | None) -> None:
         replaced = self._db.execute("SELECT size FROM reports WHERE sequence = ?", (sequence,)).fetchone()
@@ -389,6 +406,52 @@ class Spool:
 
     def _rejected_rows(self, sequences: Iterable[int] | None) -> list[RejectedReport]:
         return _select_rejected(self._db, sequences)
+
+    # -- actions ----------------------------------------------------------------------------------
+
+    def action_known(self, action_id: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM actions WHERE id = ?", (action_id,)).fetchone() is not None
+
+    def action_claim(self, action_id: str, kind: str, body: dict, *, boot_id: str = "") -> bool:
+        """Record an action before anything runs; False when this id was seen before (it never runs twice)."""
+        with self._write():
+            return self._db.execute(
+                "INSERT OR IGNORE INTO actions (id, kind, body, state, boot_id, received_at) VALUES (?, ?, ?, 'queued',"
+                " ?, ?)", (action_id, kind, json.dumps(body, sort_keys=True), boot_id, time.time())).rowcount == 1
+
+    def action_start(self, action_id: str) -> bool:
+        with self._write():
+            return self._db.execute("UPDATE actions SET state = 'running' WHERE id = ? AND state = 'queued'",
+                                    (action_id,)).rowcount == 1
+
+    def action_finish(self, action_id: str, kind: str, result: dict) -> None:
+        """The outcome, kept until a report carries it (an action refused on arrival is recorded here directly)."""
+        with self._write():
+            self._db.execute(
+                "INSERT INTO actions (id, kind, body, state, received_at, result) VALUES (?, ?, '{}', 'finished', ?, ?)"
+                " ON CONFLICT(id) DO UPDATE SET state = 'finished', result = excluded.result",
+                (action_id, kind, time.time(), json.dumps(result)))
+
+    def actions_in_state(self, state: str) -> list[tuple[str, str, dict, str]]:
+        """(id, kind, body, boot id at claim) of the actions in ``state``, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, kind, body, boot_id FROM actions WHERE state = ? ORDER BY received_at",
+                                    (state,)).fetchall()
+        return [(row[0], row[1], json.loads(row[2]), row[3]) for row in rows]
+
+    def action_results_unreported(self, limit: int = 100) -> list[dict]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT result FROM actions WHERE state = 'finished' AND reported_seq IS NULL ORDER BY received_at"
+                " LIMIT ?", (limit,)).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    def actions_prune(self, *, now: float | None = None) -> int:
+        cutoff = (now if now is not None else time.time()) - ACTIONS_KEPT_S
+        with self._write():
+            return self._db.execute("DELETE FROM actions WHERE state = 'finished' AND reported_seq IS NOT NULL AND"
+                                    " received_at < ?", (cutoff,)).rowcount
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "fleet.health",
     "fleet.remediation",
     "fleet.integrations",
+    "fleet.executors",
     "fleet.console",
     "fleet.demo",
 ]
@@ -237,7 +238,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    # asyncssh logs every connection and command at INFO: too much for a fleet, and commands are ours to log.
+    "loggers": {"django.db.backends": {"level": "INFO"}, "asyncssh": {"level": "WARNING"}},
 }
 
 # --- Product settings -----------------------------------------------------------------------------
@@ -281,6 +283,16 @@ REMEDIATION_STEP_LEASE_S = env_int("REMEDIATION_STEP_LEASE_S", CELERY_TASK_TIME_
 REMEDIATION_EXECUTOR_MODULES = env_list("REMEDIATION_EXECUTOR_MODULES", [])
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
+# Executors (docs/executors.md). Fernet key(s) that encrypt stored SSH keys and executor credentials; the
+# embedded default generates one under var/, production must set it before storing any.
+FLEET_SECRETS_KEY = env_str("FLEET_SECRETS_KEY", "")
+SSH_CONNECT_TIMEOUT_S = env_int("SSH_CONNECT_TIMEOUT_S", 15)
+# An ssh-agent socket for hosts registered without a stored key ("use the agent").
+SSH_AUTH_SOCK = env_str("FLEET_SSH_AUTH_SOCK", "")
+SSH_BOOTSTRAP_CONCURRENCY = env_int("SSH_BOOTSTRAP_CONCURRENCY", 10)
+SSH_BOOTSTRAP_HOST_TIMEOUT_S = env_int("SSH_BOOTSTRAP_HOST_TIMEOUT_S", 600)
+# Where operator-installed hooks live on SSH hosts (the agent uses the same directory on its node).
+SSH_HOOKS_DIR = env_str("SSH_HOOKS_DIR", "/etc/fleet-agent/hooks")
 
 # --- Overload protection (fleet/core/overload.py, docs/telemetry.md) ------------------------------------
 # A request that waited longer than this for a web worker is answered 503 + Retry-After without being processed:

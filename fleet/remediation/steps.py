@@ -73,5 +73,10 @@ class Executor(Protocol):
     def poll(self, ctx: StepContext) -> StepOutcome: ...
 
 
+# A collect_evidence outcome may carry what the executor read on the node under this output key; the engine files
+# it as an evidence bundle of the incident's own (source: the executor's name) instead of as step output.
+EXECUTOR_EVIDENCE = "evidence_data"
+
+
 def idempotency_key(incident_key: str, step_index: int, attempt: int) -> str:
     return f"{incident_key}:{step_index}:{attempt}"

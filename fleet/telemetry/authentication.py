@@ -1,6 +1,6 @@
 """Agent authentication: `Authorization: Node <credential>` identifies exactly one node."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -18,6 +18,10 @@ class NodePrincipal:
 
     node_id: int
     credential_id: int
+    # The action channel (docs/executors.md): whether the node has actions waiting, and the key they are signed
+    # with, read in the same statement as the credential so that a report costs no extra round trip.
+    actions_open: bool = False
+    action_key: str = field(default="", repr=False)
     is_authenticated: bool = True
     is_active: bool = True
     is_superuser: bool = False
@@ -46,7 +50,8 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Unknown node credential.")
         if row[2] is not None:
             raise exceptions.AuthenticationFailed("Node credential has been revoked; enrol the node again.")
-        principal = NodePrincipal(node_id=row[1], credential_id=row[0], username=f"node:{row[1]}")
+        principal = NodePrincipal(node_id=row[1], credential_id=row[0], actions_open=bool(row[4]), action_key=row[3],
+                                  username=f"node:{row[1]}")
         return principal, principal
 
     def authenticate_header(self, request):
@@ -55,7 +60,11 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
 
 @cache
 def _credential_sql() -> str:
-    return f"SELECT id, node_id, revoked_at FROM {NodeCredential._meta.db_table} WHERE key_hash = %s"
+    from fleet.executors.models import AgentAction  # the action channel's table; the subquery uses its partial index
+
+    return (f"SELECT c.id, c.node_id, c.revoked_at, c.key_hash, EXISTS (SELECT 1 FROM {AgentAction._meta.db_table} a "
+            "WHERE a.node_id = c.node_id AND a.state IN ('pending', 'delivered')) "
+            f"FROM {NodeCredential._meta.db_table} c WHERE c.key_hash = %s")
 
 
 class IsNodeAgent(permissions.BasePermission):

@@ -195,7 +195,7 @@ try {
   }
   for (const [path, heading, name] of [["/incidents", "Incidents", "12-incidents"], ["/findings", "Findings", "07-findings"], ["/rules", "Rules", "08-rules-operator"],
     ["/integrations", "Integrations", "08b-integrations"], ["/integrations/deliveries", "Delivery log", "08c-deliveries"],
-    ["/enroll", "Enrol nodes", "09-enroll"]]) {
+    ["/ssh", "SSH hosts", "14-ssh-hosts"], ["/enroll", "Enrol nodes", "09-enroll"]]) {
     await page.goto(`${BASE}${path}`);
     await page.getByRole("heading", { level: 1, name: heading }).waitFor();
     await page.locator(".state--loading").first().waitFor({ state: "detached" }).catch(() => undefined);

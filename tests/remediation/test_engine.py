@@ -288,7 +288,7 @@ def test_the_pool_setting_is_read_when_the_step_is_created(recording):
     fault_and_intake([node])
     incident = Incident.objects.get(node=node)
     assert current_run(incident).executor == "manual"
-    PoolRemediationSettings.objects.filter(pool=pool).update(executors=["ssh", "recording"])
+    PoolRemediationSettings.objects.filter(pool=pool).update(executors=["ipmi", "recording"])
     operator = UserFactory(role="operator")
     from fleet.remediation.services.actions import incident_step_retry
 
@@ -296,4 +296,4 @@ def test_the_pool_setting_is_read_when_the_step_is_created(recording):
     incident_step_retry(incident_id=incident.pk, step_index=0, actor=operator, now=T0)
     run = current_run(incident)
     assert (run.attempt, run.executor) == (2, "recording")
-    assert run.output["executors_passed_over"] == ["ssh: not installed on this server"]
+    assert run.output["executors_passed_over"] == ["ipmi: not installed on this server"]

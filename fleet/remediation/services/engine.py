@@ -44,7 +44,7 @@ from ..choices import (
 )
 from ..executors import MANUAL, executor_for, executor_named, registered
 from ..models import EvidenceBundle, Incident, PoolRemediationSettings, StepRun, Workflow
-from ..steps import StepContext, StepOutcome, idempotency_key
+from ..steps import EXECUTOR_EVIDENCE, StepContext, StepOutcome, idempotency_key
 from .breakers import blocking_breaker
 from .incidents import ENGINE, actor_label, emit, incident_set_state, jsonable, step_facts, timeline_add
 from .verification import gpu_serial_changed, verification_gates
@@ -405,6 +405,15 @@ def engine_check(incident: Incident, run: StepRun, *, now: datetime) -> tuple[bo
     """The control plane's own part of a step: (done, message, what it waits for, output to record)."""
     if run.kind == StepKind.COLLECT_EVIDENCE:
         bundle = evidence_capture(incident, run, now=now)
+        # What the executor read on the node itself (remote diagnostics over SSH, the agent's evidence) joins the
+        # incident's evidence as a bundle of its own, not as step output (it can be large).
+        collected = run.output.pop(EXECUTOR_EVIDENCE, None)
+        if isinstance(collected, dict) and collected:
+            extra, _ = EvidenceBundle.objects.get_or_create(
+                incident=incident, step_index=run.step_index, source=run.executor,
+                defaults={"collected_at": now, "bundle": jsonable(collected)})
+            return True, f"evidence bundles #{bundle.pk} and #{extra.pk} ({run.executor}) captured", "", \
+                {"evidence_bundle": bundle.pk, "executor_evidence_bundle": extra.pk}
         return True, f"evidence bundle #{bundle.pk} captured", "", {"evidence_bundle": bundle.pk}
     if run.kind == StepKind.VERIFY:
         target = incident.node
@@ -426,7 +435,8 @@ def engine_check(incident: Incident, run: StepRun, *, now: datetime) -> tuple[bo
 
 
 def evidence_capture(incident: Incident, run: StepRun, *, now: datetime) -> EvidenceBundle:
-    existing = EvidenceBundle.objects.filter(incident=incident, step_index=run.step_index).first()
+    existing = EvidenceBundle.objects.filter(incident=incident, step_index=run.step_index,
+                                             source="control_plane").first()
     if existing is not None:
         return existing
     from fleet.health.selectors.evidence import finding_payload, node_evidence

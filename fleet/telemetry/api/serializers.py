@@ -104,6 +104,8 @@ class ReportAckSerializer(serializers.Serializer):
     accepted = serializers.IntegerField()
     duplicates = serializers.IntegerField()
     dropped = DroppedSerializer(required=False, help_text="Present when stored reports lost some of their content.")
+    actions = serializers.ListField(child=serializers.DictField(), required=False,
+                                    help_text="Open actions for this node, signed (docs/executors.md); absent if none")
 
 
 class GPUStatusSerializer(serializers.ModelSerializer):

@@ -18,6 +18,7 @@ from fleet.accounts.choices import Role
 from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
 from fleet.core.api.throttling import FailOpenThrottleMixin
+from fleet.executors.services.agent_actions import agent_action_exchange
 from fleet.inventory.models import GPU, Node
 
 from .. import metrics
@@ -198,9 +199,12 @@ class ReportsView(APIView):
         except ValueError as exc:
             metrics.reports_rejected("invalid")
             raise ValidationError({"reports": [str(exc)]}) from None
+        # The action channel (docs/executors.md): outcomes in the batch are recorded, open actions ride the answer.
+        actions = agent_action_exchange(node_id=request.user.node_id, signing_key=request.user.action_key,
+                                        actions_open=request.user.actions_open, reports=reports, now=now)
         metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
         body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
-                "accepted": result.accepted, "duplicates": result.duplicates}
+                "accepted": result.accepted, "duplicates": result.duplicates, **actions}
         if any(result.dropped.values()):
             metrics.items_dropped(result.dropped)
             body["dropped"] = result.dropped

@@ -7,6 +7,7 @@ import { DeliveryLogPage } from "@/features/integrations/components/DeliveryLogP
 import { IntegrationsPage } from "@/features/integrations/components/IntegrationsPage";
 import { NodesPage } from "@/features/nodes/components/NodesPage";
 import { RulesPage } from "@/features/rules/components/RulesPage";
+import { SSHHostsPage } from "@/features/ssh/components/SSHHostsPage";
 import { TokensPage } from "@/features/tokens/components/TokensPage";
 import { Layout } from "./Layout";
 import { RequireAuth } from "./RequireAuth";
@@ -29,6 +30,7 @@ export function AppRoutes() {
         <Route path="incidents/:incidentId" element={<IncidentDetailRoute />} />
         <Route path="rules" element={<RulesPage />} />
         <Route path="enroll" element={<EnrollPage />} />
+        <Route path="ssh" element={<SSHHostsPage />} />
         <Route path="tokens" element={<TokensPage />} />
         <Route path="integrations" element={<IntegrationsPage />} />
         <Route path="integrations/deliveries" element={<DeliveryLogPage />} />

@@ -13,6 +13,7 @@ const NAV = [
   { to: "/rules", label: "nav.rules", end: false },
   { to: "/integrations", label: "nav.integrations", end: false },
   { to: "/enroll", label: "nav.enroll", end: false },
+  { to: "/ssh", label: "nav.ssh", end: false },
   { to: "/tokens", label: "nav.tokens", end: false },
 ] as const;
 

@@ -12,6 +12,11 @@
 #   --root DIR         install under DIR instead of / (tests, images)
 #   --no-systemd       write the unit file but do not call systemctl
 #   --python PATH      Python 3.9+ interpreter to build the virtualenv with (default python3)
+#   --allow-actions L  actions this node runs when the server asks, comma-separated (collect_evidence, verify,
+#                      gpu_reset, reboot, run_hook or run_hook:NAME); "none" allows none. Writes the [actions]
+#                      block of agent.toml and, for reboot and gpu_reset only, the narrow sudoers rule they need
+#                      (/etc/sudoers.d/fleet-agent) and a systemd drop-in that lets sudo work. Without the option
+#                      a re-run leaves all of that as it is; see docs/executors.md.
 set -eu
 
 SERVER="{{ server }}"
@@ -20,6 +25,8 @@ OFFLINE=0
 ROOT=""
 SYSTEMD=1
 PYTHON=python3
+ALLOW_ACTIONS=""
+ALLOW_SET=0
 AGENT_WHEEL="{{ agent_wheel }}"
 OFFLINE_WHEELS="{{ offline_wheels }}"
 
@@ -33,6 +40,7 @@ while [ $# -gt 0 ]; do
     --root) ROOT="${2:-}"; shift 2 ;;
     --no-systemd) SYSTEMD=0; shift ;;
     --python) PYTHON="${2:-}"; shift 2 ;;
+    --allow-actions) ALLOW_ACTIONS="${2:-}"; ALLOW_SET=1; shift 2 ;;
     *) die "unknown option $1" ;;
   esac
 done
@@ -82,6 +90,72 @@ server = "$SERVER"
 state_dir = "/var/lib/fleet-agent"
 interval_s = 15
 CONF
+fi
+
+ACTIONS_MARK="# -- written by install.sh --allow-actions --"
+if [ "$ALLOW_SET" = 1 ]; then
+  ALLOW_TOML=""
+  PRIVILEGED=""
+  for kind in $(echo "$ALLOW_ACTIONS" | tr ',' ' '); do
+    case "$kind" in
+      none) continue ;;
+      collect_evidence|verify|run_hook) ;;
+      run_hook:*) echo "${kind#run_hook:}" | grep -Eq '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' || die "bad hook name in $kind" ;;
+      reboot|gpu_reset) PRIVILEGED="$PRIVILEGED $kind" ;;
+      *) die "unknown action kind '$kind' (collect_evidence, verify, gpu_reset, reboot, run_hook, run_hook:NAME)" ;;
+    esac
+    ALLOW_TOML="$ALLOW_TOML${ALLOW_TOML:+, }\"$kind\""
+  done
+  if grep -q '^\[actions\]' "$CONF" && ! grep -qF "$ACTIONS_MARK" "$CONF"; then
+    die "$CONF has an [actions] table of its own: edit it by hand, or remove it to let --allow-actions write one"
+  fi
+  SYSTEMCTL="$(command -v systemctl || echo /usr/bin/systemctl)"
+  NVIDIA_SMI="$(command -v nvidia-smi || echo /usr/bin/nvidia-smi)"
+  echo "==> actions allowed on this node: ${ALLOW_TOML:-none}"
+  # Our block is always the last thing in the file (a TOML table runs to the end): replace it.
+  sed -i "/^$ACTIONS_MARK/,\$d" "$CONF"
+  cat >> "$CONF" <<ACTIONS
+$ACTIONS_MARK (docs/executors.md)
+[actions]
+allow = [$ALLOW_TOML]
+reboot_command = ["sudo", "-n", "$SYSTEMCTL", "reboot"]
+gpu_reset_command = ["sudo", "-n", "$NVIDIA_SMI", "-r", "-i", "{gpu}"]
+nvidia_smi = "$NVIDIA_SMI"
+ACTIONS
+
+  SUDOERS="$ROOT/etc/sudoers.d/fleet-agent"
+  DROPIN="$ROOT/etc/systemd/system/fleet-agent.service.d/actions.conf"
+  if [ -n "$PRIVILEGED" ]; then
+    mkdir -p "$(dirname "$SUDOERS")" "$(dirname "$DROPIN")"
+    {
+      echo "# Written by the fleet-agent installer (--allow-actions): exactly these commands as root, nothing more."
+      for kind in $PRIVILEGED; do
+        case "$kind" in
+          reboot) echo "fleet-agent ALL=(root) NOPASSWD: $SYSTEMCTL reboot" ;;
+          gpu_reset) echo "fleet-agent ALL=(root) NOPASSWD: $NVIDIA_SMI -r -i [0-9], $NVIDIA_SMI -r -i [0-9][0-9]" ;;
+        esac
+      done
+    } > "$SUDOERS.tmp"
+    chmod 0440 "$SUDOERS.tmp"
+    if command -v visudo >/dev/null 2>&1; then
+      visudo -cf "$SUDOERS.tmp" >/dev/null || { rm -f "$SUDOERS.tmp"; die "the sudoers rule did not validate"; }
+    fi
+    mv "$SUDOERS.tmp" "$SUDOERS"
+    echo "==> sudoers rule $SUDOERS:$PRIVILEGED"
+    # The unit forbids new privileges and bounds the capabilities to CAP_SYSLOG; sudo needs both relaxed, and
+    # nvidia-smi -r needs CAP_SYS_ADMIN. Nothing else changes.
+    CAPS="CAP_SETUID CAP_SETGID CAP_AUDIT_WRITE CAP_SYS_RESOURCE"
+    case "$PRIVILEGED" in *gpu_reset*) CAPS="$CAPS CAP_SYS_ADMIN" ;; esac
+    cat > "$DROPIN" <<DROPIN
+# Written by the fleet-agent installer (--allow-actions$PRIVILEGED): lets the agent use its sudoers rule.
+[Service]
+NoNewPrivileges=false
+CapabilityBoundingSet=$CAPS
+ReadWritePaths=-/run/sudo
+DROPIN
+  else
+    rm -f "$SUDOERS" "$DROPIN"
+  fi
 fi
 
 AGENT="$PREFIX/venv/bin/fleet-agent"

@@ -4,6 +4,70 @@
  */
 
 export interface paths {
+    "/api/v1/agent-actions/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        get: operations["v1_agent_actions_list"];
+        put?: never;
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        post: operations["v1_agent_actions_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-actions/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        get: operations["v1_agent_actions_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agent-actions/{id}/cancel/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
+         *     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output.
+         */
+        post: operations["v1_agent_actions_cancel_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agent/enroll": {
         parameters: {
             query?: never;
@@ -386,57 +450,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/deliveries/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** @description The delivery log: every message, its state, tries, response codes and next try; retry a dead one. */
-        get: operations["v1_deliveries_list"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/deliveries/{id}/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** @description The delivery log: every message, its state, tries, response codes and next try; retry a dead one. */
-        get: operations["v1_deliveries_retrieve"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/deliveries/{id}/retry/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** @description Send a dead-lettered or waiting message again now, with a fresh allowance of tries. */
-        post: operations["v1_deliveries_retry_create"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/v1/enrollment-tokens/": {
         parameters: {
             query?: never;
@@ -519,6 +532,79 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executor-callbacks/{public_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Where a webhook's receiver reports back (signed with the pool's webhook secret; see docs/executors.md). */
+        post: operations["v1_executor_callbacks_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executor-configs/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        get: operations["v1_executor_configs_list"];
+        put?: never;
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        post: operations["v1_executor_configs_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/executor-configs/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        get: operations["v1_executor_configs_retrieve"];
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        put: operations["v1_executor_configs_update"];
+        post?: never;
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        delete: operations["v1_executor_configs_destroy"];
+        options?: never;
+        head?: never;
+        /**
+         * @description How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
+         *     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`).
+         */
+        patch: operations["v1_executor_configs_partial_update"];
         trace?: never;
     };
     "/api/v1/executors/": {
@@ -700,26 +786,6 @@ export interface paths {
         get: operations["v1_gpus_series_list"];
         put?: never;
         post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/inbound/{inbound_id}/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * @description An external system's update about a ticket (acknowledged, in progress, resolved, a comment), authenticated
-         *     by the integration's token or the system's webhook signature. 401 and nothing stored otherwise.
-         */
-        post: operations["v1_inbound_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -935,151 +1001,6 @@ export interface paths {
          *     on them (approving a destructive step needs an operator or admin).
          */
         get: operations["v1_incidents_timeline_list"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/integration-rules/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
-        get: operations["v1_integration_rules_list"];
-        put?: never;
-        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
-        post: operations["v1_integration_rules_create"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/integration-rules/{id}/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
-        get: operations["v1_integration_rules_retrieve"];
-        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
-        put: operations["v1_integration_rules_update"];
-        post?: never;
-        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
-        delete: operations["v1_integration_rules_destroy"];
-        options?: never;
-        head?: never;
-        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
-        patch: operations["v1_integration_rules_partial_update"];
-        trace?: never;
-    };
-    "/api/v1/integrations/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
-         *     where fleet data goes); operators send test messages. Credentials are write-only.
-         */
-        get: operations["v1_integrations_list"];
-        put?: never;
-        /**
-         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
-         *     where fleet data goes); operators send test messages. Credentials are write-only.
-         */
-        post: operations["v1_integrations_create"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/integrations/{id}/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
-         *     where fleet data goes); operators send test messages. Credentials are write-only.
-         */
-        get: operations["v1_integrations_retrieve"];
-        /**
-         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
-         *     where fleet data goes); operators send test messages. Credentials are write-only.
-         */
-        put: operations["v1_integrations_update"];
-        post?: never;
-        /**
-         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
-         *     where fleet data goes); operators send test messages. Credentials are write-only.
-         */
-        delete: operations["v1_integrations_destroy"];
-        options?: never;
-        head?: never;
-        /**
-         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
-         *     where fleet data goes); operators send test messages. Credentials are write-only.
-         */
-        patch: operations["v1_integrations_partial_update"];
-        trace?: never;
-    };
-    "/api/v1/integrations/{id}/rotate-inbound-token/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** @description A new inbound token (shown once); the old one stops working at once. */
-        post: operations["v1_integrations_rotate_inbound_token_create"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/integrations/{id}/test/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /** @description Queue a test message; follow it in the delivery log. */
-        post: operations["v1_integrations_test_create"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/integrations/connectors/": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** @description What each connector kind needs: its settings (with defaults) and credentials. */
-        get: operations["v1_integrations_connectors_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1912,15 +1833,14 @@ export interface paths {
         patch: operations["v1_sites_partial_update"];
         trace?: never;
     };
-    "/api/v1/tickets/": {
+    "/api/v1/ssh-actions/": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** @description External tickets: one per occurrence and integration, with their timeline (what we sent, what came back). */
-        get: operations["v1_tickets_list"];
+        get: operations["v1_ssh_actions_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1929,15 +1849,14 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/tickets/{id}/": {
+    "/api/v1/ssh-actions/{id}/": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** @description External tickets: one per occurrence and integration, with their timeline (what we sent, what came back). */
-        get: operations["v1_tickets_retrieve"];
+        get: operations["v1_ssh_actions_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1946,7 +1865,98 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/tickets/{id}/acknowledge/": {
+    "/api/v1/ssh-bootstraps/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Install the agent on many SSH hosts at once; each host's progress is on the run. */
+        get: operations["v1_ssh_bootstraps_list"];
+        put?: never;
+        /** @description Install the agent on many SSH hosts at once; each host's progress is on the run. */
+        post: operations["v1_ssh_bootstraps_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-bootstraps/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Install the agent on many SSH hosts at once; each host's progress is on the run. */
+        get: operations["v1_ssh_bootstraps_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        get: operations["v1_ssh_hosts_list"];
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        get: operations["v1_ssh_hosts_retrieve"];
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        put: operations["v1_ssh_hosts_update"];
+        post?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        delete: operations["v1_ssh_hosts_destroy"];
+        options?: never;
+        head?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        patch: operations["v1_ssh_hosts_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/confirm-host-key/": {
         parameters: {
             query?: never;
             header?: never;
@@ -1955,9 +1965,154 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Acknowledge the external alert or ticket (PagerDuty, Opsgenie: acknowledged; others: a note). */
-        post: operations["v1_tickets_acknowledge_create"];
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_confirm_host_key_create"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/diagnose/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Collect nvidia-smi -q -x, the kernel log and its Xid lines, uptime and the PCI GPU count. */
+        post: operations["v1_ssh_hosts_diagnose_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/gpu-reset/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_gpu_reset_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/reboot/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_reboot_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/run-hook/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
+         *     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it.
+         */
+        post: operations["v1_ssh_hosts_run_hook_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-hosts/{id}/scan/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Read the key the host offers now (it is pinned only by confirming its fingerprint). */
+        post: operations["v1_ssh_hosts_scan_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-keys/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        get: operations["v1_ssh_keys_list"];
+        put?: never;
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        post: operations["v1_ssh_keys_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/ssh-keys/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        get: operations["v1_ssh_keys_retrieve"];
+        put?: never;
+        post?: never;
+        /**
+         * @description Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
+         *     opens every host that trusts it). The private key goes in once and never comes out.
+         */
+        delete: operations["v1_ssh_keys_destroy"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2272,6 +2427,79 @@ export interface components {
          * @enum {string}
          */
         ActionKindEnum: "provider_ticket" | "vendor_rma" | "internal_fix" | "joint_investigation";
+        AgentAction: {
+            /** Format: uuid */
+            readonly id: string;
+            readonly node: number;
+            readonly node_hostname: string;
+            readonly kind: components["schemas"]["AgentActionKindEnum"];
+            readonly params: unknown;
+            readonly state: components["schemas"]["AgentActionStateEnum"];
+            /**
+             * Format: date-time
+             * @description The node refuses it after this moment
+             */
+            readonly not_after: string;
+            readonly incident_key: string;
+            readonly requested_by: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly delivered_at: string | null;
+            readonly deliveries: number;
+            readonly exit_status: number | null;
+            readonly message: string;
+            readonly stdout_tail: string;
+            readonly stderr_tail: string;
+            readonly evidence: unknown;
+            /** Format: double */
+            readonly duration_s: number | null;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            /** Format: date-time */
+            readonly reported_at: string | null;
+        };
+        AgentActionCreateRequest: {
+            node: number;
+            kind: string;
+            params?: {
+                [key: string]: unknown;
+            };
+            /** @default 3600 */
+            ttl_s: number;
+        };
+        /**
+         * @description * `collect_evidence` - Collect evidence
+         *     * `verify` - Run the smoke test
+         *     * `gpu_reset` - Reset a GPU
+         *     * `reboot` - Reboot
+         *     * `run_hook` - Run a hook
+         * @enum {string}
+         */
+        AgentActionKindEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook";
+        /**
+         * @description * `pending` - Waiting for the node's next report
+         *     * `delivered` - Handed to the node
+         *     * `done` - Done
+         *     * `failed` - Failed
+         *     * `refused` - Refused by the node
+         *     * `expired` - Expired before it ran
+         *     * `interrupted` - Interrupted (not run again)
+         *     * `cancelled` - Cancelled
+         * @enum {string}
+         */
+        AgentActionStateEnum: "pending" | "delivered" | "done" | "failed" | "refused" | "expired" | "interrupted" | "cancelled";
+        /**
+         * @description * `collect_evidence` - collect_evidence
+         *     * `verify` - verify
+         *     * `gpu_reset` - gpu_reset
+         *     * `reboot` - reboot
+         *     * `run_hook` - run_hook
+         * @enum {string}
+         */
+        AllowActionsEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook";
         /**
          * @description * `node` - Node
          *     * `gpu` - GPU
@@ -2433,6 +2661,81 @@ export interface components {
         };
         /** @enum {unknown} */
         BlankEnum: "";
+        BootstrapCreateRequest: {
+            pool: number;
+            hosts: number[];
+            options?: components["schemas"]["BootstrapOptionsRequest"];
+            concurrency?: number;
+            host_timeout_s?: number;
+        };
+        BootstrapHost: {
+            readonly id: number;
+            readonly host: number;
+            readonly host_label: string;
+            readonly state: components["schemas"]["BootstrapHostStateEnum"];
+            readonly message: string;
+            readonly output_tail: string;
+            readonly node: number | null;
+            readonly node_hostname: string | null;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        /**
+         * @description * `queued` - Queued
+         *     * `connecting` - Connecting
+         *     * `checking` - Checking what is installed
+         *     * `installing` - Running install.sh
+         *     * `done` - Installed
+         *     * `up_to_date` - Already installed
+         *     * `failed` - Failed
+         * @enum {string}
+         */
+        BootstrapHostStateEnum: "queued" | "connecting" | "checking" | "installing" | "done" | "up_to_date" | "failed";
+        BootstrapOptionsRequest: {
+            /** @default false */
+            offline: boolean;
+            allow_actions?: components["schemas"]["AllowActionsEnum"][];
+            /** @default  */
+            root: string;
+            /** @default  */
+            python: string;
+            /** @default false */
+            no_systemd: boolean;
+            /** @default false */
+            force: boolean;
+        };
+        BootstrapRun: {
+            readonly id: number;
+            readonly pool: number;
+            readonly pool_name: string;
+            readonly state: components["schemas"]["BootstrapRunStateEnum"];
+            /** @description install.sh options (no secrets) */
+            readonly options: unknown;
+            readonly concurrency: number;
+            readonly host_timeout_s: number;
+            readonly created_by_name: string | null;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            readonly summary: {
+                [key: string]: number;
+            };
+            readonly hosts: components["schemas"]["BootstrapHost"][];
+        };
+        /**
+         * @description * `queued` - Queued
+         *     * `running` - Running
+         *     * `finished` - Finished
+         * @enum {string}
+         */
+        BootstrapRunStateEnum: "queued" | "running" | "finished";
         BoundaryCell: {
             layer: components["schemas"]["LayerEnum"];
             owner: components["schemas"]["OwnerEnum"];
@@ -2595,36 +2898,9 @@ export interface components {
             label: string;
             reason: string;
         };
-        ConfigFieldSpec: {
-            name: string;
-            required: boolean;
-            /** @description The serializer field: URLField, CharField, ListField, BooleanField, … */
-            type: string;
-            default: unknown;
-            help: string;
-            choices: string[];
-        };
-        /**
-         * @description * `webhook` - Generic webhook (CloudEvents)
-         *     * `pagerduty` - PagerDuty Events API v2
-         *     * `opsgenie` - Opsgenie
-         *     * `servicenow` - ServiceNow
-         *     * `jira` - Jira Cloud
-         *     * `email` - E-mail
-         *     * `slack` - Slack incoming webhook
-         * @enum {string}
-         */
-        ConnectorKindEnum: "webhook" | "pagerduty" | "opsgenie" | "servicenow" | "jira" | "email" | "slack";
-        ConnectorSpec: {
-            kind: components["schemas"]["ConnectorKindEnum"];
-            label: string;
-            keeps_tickets: boolean;
-            signs_inbound: boolean;
-            /** @description name → required */
-            secrets: {
-                [key: string]: boolean;
-            };
-            config: components["schemas"]["ConfigFieldSpec"][];
+        ConfirmHostKeyRequest: {
+            /** @description The SHA256 fingerprint the console showed */
+            fingerprint: string;
         };
         CostProfile: {
             readonly id: number;
@@ -2707,87 +2983,6 @@ export interface components {
             gpu_hours: string;
             /** Format: decimal */
             tco_per_gpu_hour: string | null;
-        };
-        Delivery: {
-            readonly id: number;
-            readonly integration: number;
-            readonly integration_name: string;
-            readonly connector: string;
-            readonly ticket: components["schemas"]["TicketBrief"] | null;
-            readonly event_kind: components["schemas"]["EventKindEnum"];
-            readonly action: components["schemas"]["TicketActionEnum"];
-            /** @description Stable per message: receivers drop a second copy */
-            readonly dedup_key: string;
-            readonly title: string;
-            readonly state: components["schemas"]["MessageStateEnum"];
-            readonly attempts: number;
-            /** Format: date-time */
-            readonly created_at: string;
-            /** Format: date-time */
-            readonly next_attempt_at: string;
-            /** Format: date-time */
-            readonly delivered_at: string | null;
-            /** Format: date-time */
-            readonly dead_at: string | null;
-            readonly last_status_code: number | null;
-            readonly last_error: string;
-            /** @description What the receiver answered (ids, links) */
-            readonly response: unknown;
-        };
-        DeliveryAttempt: {
-            readonly number: number;
-            /** Format: date-time */
-            readonly started_at: string;
-            /** Format: date-time */
-            readonly finished_at: string | null;
-            readonly outcome: components["schemas"]["DeliveryAttemptOutcomeEnum"];
-            readonly status_code: number | null;
-            readonly error: string;
-            readonly retry_after_s: number | null;
-            /** @description Each request (credentials redacted, body excerpt) and its response */
-            readonly exchanges: unknown;
-        };
-        /**
-         * @description * `delivered` - Delivered
-         *     * `retry` - Failed, will retry
-         *     * `dead` - Failed, dead-lettered
-         *     * `interrupted` - Interrupted (worker lost)
-         * @enum {string}
-         */
-        DeliveryAttemptOutcomeEnum: "delivered" | "retry" | "dead" | "interrupted";
-        DeliveryDetail: {
-            readonly id: number;
-            readonly integration: number;
-            readonly integration_name: string;
-            readonly connector: string;
-            readonly ticket: components["schemas"]["TicketBrief"] | null;
-            readonly event_kind: components["schemas"]["EventKindEnum"];
-            readonly action: components["schemas"]["TicketActionEnum"];
-            /** @description Stable per message: receivers drop a second copy */
-            readonly dedup_key: string;
-            readonly title: string;
-            readonly state: components["schemas"]["MessageStateEnum"];
-            readonly attempts: number;
-            /** Format: date-time */
-            readonly created_at: string;
-            /** Format: date-time */
-            readonly next_attempt_at: string;
-            /** Format: date-time */
-            readonly delivered_at: string | null;
-            /** Format: date-time */
-            readonly dead_at: string | null;
-            readonly last_status_code: number | null;
-            readonly last_error: string;
-            /** @description What the receiver answered (ids, links) */
-            readonly response: unknown;
-            /** @description The facts of the change, as written */
-            readonly event: unknown;
-            /** @description The content, rendered once at the first try */
-            readonly payload: unknown;
-            /** @description Steps of a multi-call delivery already done */
-            readonly progress: unknown;
-            readonly held_behind: number | null;
-            readonly attempt_log: components["schemas"]["DeliveryAttempt"][];
         };
         /**
          * @description * `cloud_shared` - Cloud, shared / fractional GPU
@@ -2928,19 +3123,18 @@ export interface components {
             detail?: unknown;
         };
         /**
-         * @description * `finding.opened` - Finding opened
-         *     * `finding.resolved` - Finding resolved
-         *     * `incident.opened` - Incident opened
-         *     * `incident.step_changed` - Incident step changed
-         *     * `incident.approval_needed` - Incident waiting for approval
-         *     * `incident.closed` - Incident closed
-         *     * `circuit_breaker.tripped` - Circuit breaker tripped
-         *     * `ticket.requested` - Ticket requested by a workflow step
-         *     * `ticket.acknowledged` - Ticket acknowledged by an operator
-         *     * `test` - Test message
+         * @description * `xid` - Xid
+         *     * `sxid` - NVSwitch SXid
+         *     * `aer` - PCIe AER
+         *     * `gpu_lost` - GPU lost
+         *     * `preemption_notice` - Preemption notice
+         *     * `rebalance` - Rebalance recommendation
+         *     * `maintenance` - Maintenance event
+         *     * `agent_error` - Agent error
+         *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
          * @enum {string}
          */
-        EventKindEnum: "finding.opened" | "finding.resolved" | "incident.opened" | "incident.step_changed" | "incident.approval_needed" | "incident.closed" | "circuit_breaker.tripped" | "ticket.requested" | "ticket.acknowledged" | "test";
+        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error" | "gpu_uuid_conflict";
         EvidenceRef: {
             readonly id: number;
             /** Format: date-time */
@@ -2953,6 +3147,33 @@ export interface components {
             name: string;
             kinds: string[];
         };
+        ExecutorConfig: {
+            readonly id: number;
+            pool: number;
+            readonly pool_name: string;
+            executor: components["schemas"]["ExecutorEnum"];
+            settings: unknown;
+            readonly has_secret: boolean;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        ExecutorConfigRequest: {
+            pool: number;
+            executor: components["schemas"]["ExecutorEnum"];
+            settings: unknown;
+            /** @description API token / secret access key / signing secret; write-only */
+            secret?: string;
+        };
+        /**
+         * @description * `slurm` - Slurm
+         *     * `kubernetes` - Kubernetes
+         *     * `aws` - AWS
+         *     * `webhook` - Signed webhook
+         * @enum {string}
+         */
+        ExecutorEnum: "slurm" | "kubernetes" | "aws" | "webhook";
         ExpiringTerm: {
             plan_id: number;
             scope: components["schemas"]["ScopeEnum"];
@@ -3054,7 +3275,7 @@ export interface components {
             readonly finding: number;
             /** Format: date-time */
             readonly decided_at: string;
-            readonly outcome: components["schemas"]["FindingIntakeOutcomeEnum"];
+            readonly outcome: components["schemas"]["OutcomeEnum"];
             readonly incident: number | null;
             readonly incident_key: string | null;
             readonly policy: number | null;
@@ -3066,20 +3287,6 @@ export interface components {
             readonly retry_at: string | null;
             readonly message: string;
         };
-        /**
-         * @description * `opened` - Opened an incident
-         *     * `attached` - Attached to an open incident
-         *     * `mass_failure` - Attached to a mass-failure incident
-         *     * `no_policy` - No policy matched
-         *     * `ignored` - A policy says: no incident
-         *     * `snoozed` - Snoozed by an operator
-         *     * `marked_healthy` - Marked healthy by an operator
-         *     * `resolved_first` - Resolved before intake
-         *     * `node_retired` - Node retired
-         *     * `pre_existing` - Open before remediation was installed
-         * @enum {string}
-         */
-        FindingIntakeOutcomeEnum: "opened" | "attached" | "mass_failure" | "no_policy" | "ignored" | "snoozed" | "marked_healthy" | "resolved_first" | "node_retired" | "pre_existing";
         /**
          * @description * `open` - Open
          *     * `resolved` - Resolved
@@ -3128,6 +3335,9 @@ export interface components {
             readonly first_seen: string;
             /** Format: date-time */
             readonly updated_at: string;
+        };
+        GPUResetRequest: {
+            gpu_index: number;
         };
         GPUStatus: {
             gpu: number;
@@ -3189,16 +3399,14 @@ export interface components {
          * @enum {string}
          */
         GroupByEnum: "pool" | "site" | "instance_type";
-        InboundResult: {
-            stored: number;
-            duplicates: number;
-            unknown_ticket: number;
-            ignored: number;
-        };
-        InboundToken: {
-            inbound_url: string;
-            inbound_token: string;
-        };
+        /**
+         * @description * `unknown` - Not scanned yet
+         *     * `pending` - Waiting for an operator to confirm the fingerprint
+         *     * `trusted` - Pinned (confirmed by an operator)
+         *     * `changed` - Changed since it was pinned
+         * @enum {string}
+         */
+        HostKeyStateEnum: "unknown" | "pending" | "trusted" | "changed";
         Incident: {
             readonly id: number;
             /** @description Stable id for idempotency and external tickets */
@@ -3307,85 +3515,6 @@ export interface components {
          * @enum {string}
          */
         IncidentStateEnum: "queued" | "running" | "waiting" | "awaiting_approval" | "needs_attention" | "paused" | "resolved" | "cancelled";
-        Integration: {
-            readonly id: number;
-            name: string;
-            kind: components["schemas"]["ConnectorKindEnum"];
-            enabled?: boolean;
-            description?: string;
-            config?: unknown;
-            /** @description Which credentials are set (their values are never returned) */
-            readonly secret_names: string[];
-            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
-            max_attempts?: number | null;
-            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
-            resolve_hold_s?: number;
-            readonly inbound_url: string;
-            readonly inbound_token_prefix: string;
-            /** @default 0 */
-            readonly sent: number;
-            /** @default 0 */
-            readonly failed: number;
-            /** @default 0 */
-            readonly dead_lettered: number;
-            /**
-             * @description Messages not yet delivered
-             * @default 0
-             */
-            readonly backlog: number;
-            /** Format: date-time */
-            readonly created_at: string;
-            /** Format: date-time */
-            readonly updated_at: string;
-        };
-        IntegrationCreated: {
-            readonly id: number;
-            name: string;
-            kind: components["schemas"]["ConnectorKindEnum"];
-            enabled?: boolean;
-            description?: string;
-            config?: unknown;
-            /** @description Which credentials are set (their values are never returned) */
-            readonly secret_names: string[];
-            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
-            max_attempts?: number | null;
-            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
-            resolve_hold_s?: number;
-            readonly inbound_url: string;
-            readonly inbound_token_prefix: string;
-            /** @default 0 */
-            readonly sent: number;
-            /** @default 0 */
-            readonly failed: number;
-            /** @default 0 */
-            readonly dead_lettered: number;
-            /**
-             * @description Messages not yet delivered
-             * @default 0
-             */
-            readonly backlog: number;
-            /** Format: date-time */
-            readonly created_at: string;
-            /** Format: date-time */
-            readonly updated_at: string;
-            /** @description Shown once: for systems that call the inbound URL with a token instead of a signature */
-            readonly inbound_token: string;
-        };
-        IntegrationRequest: {
-            name: string;
-            kind: components["schemas"]["ConnectorKindEnum"];
-            enabled?: boolean;
-            description?: string;
-            config?: unknown;
-            /** @description Credentials by name (see /integrations/connectors/); stored encrypted, never returned. On update only the names given change; an empty value removes one. */
-            secrets?: {
-                [key: string]: string | null;
-            };
-            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
-            max_attempts?: number | null;
-            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
-            resolve_hold_s?: number;
-        };
         /**
          * @description * `facility` - Facility
          *     * `hardware` - Hardware
@@ -3429,17 +3558,6 @@ export interface components {
              */
             readonly is_superuser: boolean;
         };
-        /**
-         * @description * `pending` - Pending
-         *     * `queued` - Queued for a worker
-         *     * `sending` - Sending
-         *     * `retrying` - Waiting to retry
-         *     * `delivered` - Delivered
-         *     * `dead` - Dead-lettered
-         *     * `cancelled` - Cancelled
-         * @enum {string}
-         */
-        MessageStateEnum: "pending" | "queued" | "sending" | "retrying" | "delivered" | "dead" | "cancelled";
         Node: {
             readonly id: number;
             hostname: string;
@@ -3650,6 +3768,20 @@ export interface components {
          * @enum {string}
          */
         NvmlStatusEnum: "ok" | "library_not_found" | "driver_not_loaded" | "no_permission" | "error";
+        /**
+         * @description * `opened` - Opened an incident
+         *     * `attached` - Attached to an open incident
+         *     * `mass_failure` - Attached to a mass-failure incident
+         *     * `no_policy` - No policy matched
+         *     * `ignored` - A policy says: no incident
+         *     * `snoozed` - Snoozed by an operator
+         *     * `marked_healthy` - Marked healthy by an operator
+         *     * `resolved_first` - Resolved before intake
+         *     * `node_retired` - Node retired
+         *     * `pre_existing` - Open before remediation was installed
+         * @enum {string}
+         */
+        OutcomeEnum: "opened" | "attached" | "mass_failure" | "no_policy" | "ignored" | "snoozed" | "marked_healthy" | "resolved_first" | "node_retired" | "pre_existing";
         Override: {
             readonly id: number;
             kind: components["schemas"]["OverrideKindEnum"];
@@ -3704,6 +3836,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["APIToken"][];
         };
+        PaginatedAgentActionList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["AgentAction"][];
+        };
         PaginatedAuditEntryList: {
             /** @example 123 */
             count: number;
@@ -3748,6 +3895,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["BillingPlan"][];
+        };
+        PaginatedBootstrapRunList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["BootstrapRun"][];
         };
         PaginatedBoundaryOverrideList: {
             /** @example 123 */
@@ -3794,21 +3956,6 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["CostProfile"][];
         };
-        PaginatedDeliveryList: {
-            /** @example 123 */
-            count: number;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?page=4
-             */
-            next?: string | null;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?page=2
-             */
-            previous?: string | null;
-            results: components["schemas"]["Delivery"][];
-        };
         PaginatedEnrollmentTokenList: {
             /** @example 123 */
             count: number;
@@ -3838,6 +3985,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Event"][];
+        };
+        PaginatedExecutorConfigList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["ExecutorConfig"][];
         };
         PaginatedFindingIntakeList: {
             /** @example 123 */
@@ -4034,6 +4196,51 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["RuleOverride"][];
         };
+        PaginatedSSHActionList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["SSHAction"][];
+        };
+        PaginatedSSHHostList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["SSHHost"][];
+        };
+        PaginatedSSHKeyList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["SSHKey"][];
+        };
         PaginatedSiteList: {
             /** @example 123 */
             count: number;
@@ -4048,21 +4255,6 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["Site"][];
-        };
-        PaginatedTicketList: {
-            /** @example 123 */
-            count: number;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?page=4
-             */
-            next?: string | null;
-            /**
-             * Format: uri
-             * @example http://api.example.org/accounts/?page=2
-             */
-            previous?: string | null;
-            results: components["schemas"]["Ticket"][];
         };
         PaginatedUserList: {
             /** @example 123 */
@@ -4201,20 +4393,12 @@ export interface components {
             bare_metal_monthly_per_gpu?: string | null;
             note?: string;
         };
-        PatchedIntegrationRequest: {
-            name?: string;
-            kind?: components["schemas"]["ConnectorKindEnum"];
-            enabled?: boolean;
-            description?: string;
-            config?: unknown;
-            /** @description Credentials by name (see /integrations/connectors/); stored encrypted, never returned. On update only the names given change; an empty value removes one. */
-            secrets?: {
-                [key: string]: string | null;
-            };
-            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
-            max_attempts?: number | null;
-            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
-            resolve_hold_s?: number;
+        PatchedExecutorConfigRequest: {
+            pool?: number;
+            executor?: components["schemas"]["ExecutorEnum"];
+            settings?: unknown;
+            /** @description API token / secret access key / signing secret; write-only */
+            secret?: string;
         };
         PatchedNodeRemediationSettingsRequest: {
             node?: number;
@@ -4324,14 +4508,6 @@ export interface components {
             workflow?: string | null;
             note?: string;
         };
-        PatchedRoutingRuleRequest: {
-            integration?: number;
-            name?: string;
-            position?: number;
-            enabled?: boolean;
-            /** @description Lists; keys: event_kinds, responsible_parties, severities, providers, pools, sites, delivery_forms, rules. Empty or absent = any. */
-            match?: unknown;
-        };
         PatchedRuleOverrideRequest: {
             rule?: string;
             pool?: number;
@@ -4350,6 +4526,17 @@ export interface components {
             /** @description Only the parameters given change; others keep their values. */
             params?: unknown;
             enabled?: boolean;
+        };
+        PatchedSSHHostRequest: {
+            /** @description Host name or IP address */
+            address?: string;
+            /** @default 22 */
+            port: number;
+            username?: string;
+            key?: number | null;
+            jump_host?: number | null;
+            pool?: number | null;
+            node?: number | null;
         };
         PatchedSiteRequest: {
             name?: string;
@@ -4713,6 +4900,10 @@ export interface components {
             /** Format: decimal */
             lost_gpu_hours: string;
         };
+        RebootRequest: {
+            /** @description The host's address, typed again: a reboot stops everything on it */
+            confirm: string;
+        };
         ReenrollmentAllowRequest: {
             /** @description How long the approval lasts (default REENROLLMENT_APPROVAL_MINUTES). */
             minutes?: number;
@@ -4783,6 +4974,10 @@ export interface components {
             duplicates: number;
             /** @description Present when stored reports lost some of their content. */
             dropped?: components["schemas"]["Dropped"];
+            /** @description Open actions for this node, signed (docs/executors.md); absent if none */
+            actions?: {
+                [key: string]: unknown;
+            }[];
         };
         /**
          * @description * `viewer` - Viewer
@@ -4791,28 +4986,6 @@ export interface components {
          * @enum {string}
          */
         RoleEnum: "viewer" | "operator" | "admin";
-        RoutingRule: {
-            readonly id: number;
-            integration: number;
-            readonly integration_name: string;
-            name?: string;
-            position?: number;
-            enabled?: boolean;
-            /** @description Lists; keys: event_kinds, responsible_parties, severities, providers, pools, sites, delivery_forms, rules. Empty or absent = any. */
-            match?: unknown;
-            /** Format: date-time */
-            readonly created_at: string;
-            /** Format: date-time */
-            readonly updated_at: string;
-        };
-        RoutingRuleRequest: {
-            integration: number;
-            name?: string;
-            position?: number;
-            enabled?: boolean;
-            /** @description Lists; keys: event_kinds, responsible_parties, severities, providers, pools, sites, delivery_forms, rules. Empty or absent = any. */
-            match?: unknown;
-        };
         Rule: {
             readonly id: number;
             readonly slug: string;
@@ -4869,6 +5042,113 @@ export interface components {
             /** @description Only the parameters given change; others keep their values. */
             params?: unknown;
             enabled?: boolean;
+        };
+        RunHookRequest: {
+            name: string;
+            /** @default 600 */
+            timeout_s: number;
+        };
+        SSHAction: {
+            readonly id: number;
+            readonly host: number;
+            readonly host_label: string;
+            readonly kind: components["schemas"]["SSHActionKindEnum"];
+            readonly params: unknown;
+            readonly state: components["schemas"]["SSHActionStateEnum"];
+            readonly exit_status: number | null;
+            readonly message: string;
+            readonly result: unknown;
+            readonly incident_key: string;
+            readonly requested_by: string;
+            /** Format: date-time */
+            readonly requested_at: string;
+            /** Format: date-time */
+            readonly started_at: string | null;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            /** Format: double */
+            readonly duration_s: number | null;
+        };
+        /**
+         * @description * `diagnose` - Collect remote diagnostics
+         *     * `reboot` - Reboot
+         *     * `gpu_reset` - Reset a GPU
+         *     * `run_hook` - Run a hook
+         * @enum {string}
+         */
+        SSHActionKindEnum: "diagnose" | "reboot" | "gpu_reset" | "run_hook";
+        /**
+         * @description * `queued` - Queued
+         *     * `running` - Running
+         *     * `done` - Done
+         *     * `failed` - Failed
+         * @enum {string}
+         */
+        SSHActionStateEnum: "queued" | "running" | "done" | "failed";
+        SSHHost: {
+            readonly id: number;
+            /** @description Host name or IP address */
+            address: string;
+            /** @default 22 */
+            port: number;
+            username: string;
+            key?: number | null;
+            readonly key_name: string | null;
+            jump_host?: number | null;
+            readonly jump_host_label: string | null;
+            pool?: number | null;
+            readonly pool_name: string | null;
+            node?: number | null;
+            readonly node_hostname: string | null;
+            readonly host_key_state: components["schemas"]["HostKeyStateEnum"];
+            readonly host_key_fingerprint: string;
+            readonly offered_fingerprint: string;
+            /** @description What the host offered at the last scan */
+            readonly offered_host_key: string;
+            /** Format: date-time */
+            readonly offered_at: string | null;
+            readonly confirmed_by_name: string | null;
+            /** Format: date-time */
+            readonly confirmed_at: string | null;
+            /** Format: date-time */
+            readonly last_contact_at: string | null;
+            readonly last_error: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        SSHHostRequest: {
+            /** @description Host name or IP address */
+            address: string;
+            /** @default 22 */
+            port: number;
+            username: string;
+            key?: number | null;
+            jump_host?: number | null;
+            pool?: number | null;
+            node?: number | null;
+        };
+        SSHKey: {
+            readonly id: number;
+            readonly name: string;
+            readonly public_key: string;
+            readonly fingerprint: string;
+            /** @default 0 */
+            readonly host_count: number;
+            /** Format: date-time */
+            readonly created_at: string;
+        };
+        /**
+         * @description Import a private key (and its passphrase, if it has one) or let the server generate an Ed25519 pair.
+         *     The private key is write-only: no answer ever contains it.
+         */
+        SSHKeyCreateRequest: {
+            name: string;
+            private_key?: string;
+            passphrase?: string;
+            /** @default false */
+            generate: boolean;
         };
         Scenario: {
             scenario: string;
@@ -5029,12 +5309,6 @@ export interface components {
          */
         StepRunStatusEnum: "pending" | "awaiting_approval" | "running" | "waiting" | "done" | "failed" | "skipped" | "cancelled";
         /**
-         * @description * `finding` - Finding
-         *     * `incident` - Incident
-         * @enum {string}
-         */
-        SubjectKindEnum: "finding" | "incident";
-        /**
          * @description * `not_started` - Not started
          *     * `active` - Active
          *     * `expiring` - Expiring within 30 days
@@ -5042,115 +5316,6 @@ export interface components {
          * @enum {string}
          */
         TermStatusEnum: "not_started" | "active" | "expiring" | "expired";
-        Ticket: {
-            readonly id: number;
-            readonly integration: number;
-            readonly integration_name: string;
-            readonly connector: string;
-            /** @description Our dedup key for the occurrence (PagerDuty dedup_key, Opsgenie alias, ServiceNow correlation_id, Jira label) */
-            readonly key: string;
-            readonly subject_kind: components["schemas"]["SubjectKindEnum"];
-            /** @description What the ticket is about across occurrences: a finding's rule/node/subject, an incident key */
-            readonly subject_ref: string;
-            readonly incident_id: number | null;
-            readonly node: number | null;
-            readonly findings: number[];
-            readonly state: components["schemas"]["TicketStateEnum"];
-            readonly external_id: string;
-            /** Format: uri */
-            readonly external_url: string;
-            readonly title: string;
-            /** Format: date-time */
-            readonly opened_at: string;
-            /**
-             * Format: date-time
-             * @description A resolve is held until then; a flap before it keeps the ticket
-             */
-            readonly resolve_after: string | null;
-            /** Format: date-time */
-            readonly resolved_at: string | null;
-            /** Format: date-time */
-            readonly last_update_at: string | null;
-        };
-        TicketAcknowledgeRequest: {
-            /** @default  */
-            note: string;
-        };
-        /**
-         * @description * `open` - Open
-         *     * `update` - Update (comment / work note)
-         *     * `acknowledge` - Acknowledge
-         *     * `resolve` - Resolve / close
-         *     * `notify` - Notify (no ticket)
-         * @enum {string}
-         */
-        TicketActionEnum: "open" | "update" | "acknowledge" | "resolve" | "notify";
-        TicketBrief: {
-            readonly id: number;
-            /** @description Our dedup key for the occurrence (PagerDuty dedup_key, Opsgenie alias, ServiceNow correlation_id, Jira label) */
-            readonly key: string;
-            readonly state: components["schemas"]["TicketStateEnum"];
-            readonly external_id: string;
-            /** Format: uri */
-            readonly external_url: string;
-        };
-        TicketDetail: {
-            readonly id: number;
-            readonly integration: number;
-            readonly integration_name: string;
-            readonly connector: string;
-            /** @description Our dedup key for the occurrence (PagerDuty dedup_key, Opsgenie alias, ServiceNow correlation_id, Jira label) */
-            readonly key: string;
-            readonly subject_kind: components["schemas"]["SubjectKindEnum"];
-            /** @description What the ticket is about across occurrences: a finding's rule/node/subject, an incident key */
-            readonly subject_ref: string;
-            readonly incident_id: number | null;
-            readonly node: number | null;
-            readonly findings: number[];
-            readonly state: components["schemas"]["TicketStateEnum"];
-            readonly external_id: string;
-            /** Format: uri */
-            readonly external_url: string;
-            readonly title: string;
-            /** Format: date-time */
-            readonly opened_at: string;
-            /**
-             * Format: date-time
-             * @description A resolve is held until then; a flap before it keeps the ticket
-             */
-            readonly resolve_after: string | null;
-            /** Format: date-time */
-            readonly resolved_at: string | null;
-            /** Format: date-time */
-            readonly last_update_at: string | null;
-            readonly updates: components["schemas"]["TicketUpdate"][];
-        };
-        /**
-         * @description * `opening` - Opening
-         *     * `open` - Open
-         *     * `acknowledged` - Acknowledged
-         *     * `in_progress` - In progress
-         *     * `resolved` - Resolved
-         * @enum {string}
-         */
-        TicketStateEnum: "opening" | "open" | "acknowledged" | "in_progress" | "resolved";
-        TicketUpdate: {
-            readonly id: number;
-            /** Format: date-time */
-            readonly at: string;
-            readonly source: components["schemas"]["TicketUpdateSourceEnum"];
-            readonly state: components["schemas"]["TicketStateEnum"];
-            readonly comment: string;
-            readonly author: string;
-            /** @description The sender's event id: a replayed update is stored once */
-            readonly external_event_id: string;
-        };
-        /**
-         * @description * `inbound` - Inbound update from the external system
-         *     * `outbound` - Our delivery
-         * @enum {string}
-         */
-        TicketUpdateSourceEnum: "inbound" | "outbound";
         TimelineEntry: {
             readonly id: number;
             /** Format: date-time */
@@ -5370,6 +5535,124 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    v1_agent_actions_list: {
+        parameters: {
+            query?: {
+                incident_key?: string;
+                /**
+                 * @description * `collect_evidence` - Collect evidence
+                 *     * `verify` - Run the smoke test
+                 *     * `gpu_reset` - Reset a GPU
+                 *     * `reboot` - Reboot
+                 *     * `run_hook` - Run a hook
+                 */
+                kind?: "collect_evidence" | "gpu_reset" | "reboot" | "run_hook" | "verify";
+                node?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+                /**
+                 * @description * `pending` - Waiting for the node's next report
+                 *     * `delivered` - Handed to the node
+                 *     * `done` - Done
+                 *     * `failed` - Failed
+                 *     * `refused` - Refused by the node
+                 *     * `expired` - Expired before it ran
+                 *     * `interrupted` - Interrupted (not run again)
+                 *     * `cancelled` - Cancelled
+                 */
+                state?: "cancelled" | "delivered" | "done" | "expired" | "failed" | "interrupted" | "pending" | "refused";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedAgentActionList"];
+                };
+            };
+        };
+    };
+    v1_agent_actions_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentActionCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["AgentActionCreateRequest"];
+                "multipart/form-data": components["schemas"]["AgentActionCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentAction"];
+                };
+            };
+        };
+    };
+    v1_agent_actions_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this agent action. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentAction"];
+                };
+            };
+        };
+    };
+    v1_agent_actions_cancel_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this agent action. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentAction"];
+                };
+            };
+        };
+    };
     v1_agent_enroll_create: {
         parameters: {
             query?: never;
@@ -6686,123 +6969,6 @@ export interface operations {
             };
         };
     };
-    v1_deliveries_list: {
-        parameters: {
-            query?: {
-                /**
-                 * @description * `open` - Open
-                 *     * `update` - Update (comment / work note)
-                 *     * `acknowledge` - Acknowledge
-                 *     * `resolve` - Resolve / close
-                 *     * `notify` - Notify (no ticket)
-                 */
-                action?: "acknowledge" | "notify" | "open" | "resolve" | "update";
-                /**
-                 * @description * `webhook` - Generic webhook (CloudEvents)
-                 *     * `pagerduty` - PagerDuty Events API v2
-                 *     * `opsgenie` - Opsgenie
-                 *     * `servicenow` - ServiceNow
-                 *     * `jira` - Jira Cloud
-                 *     * `email` - E-mail
-                 *     * `slack` - Slack incoming webhook
-                 */
-                connector?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
-                created_after?: string;
-                created_before?: string;
-                /**
-                 * @description * `finding.opened` - Finding opened
-                 *     * `finding.resolved` - Finding resolved
-                 *     * `incident.opened` - Incident opened
-                 *     * `incident.step_changed` - Incident step changed
-                 *     * `incident.approval_needed` - Incident waiting for approval
-                 *     * `incident.closed` - Incident closed
-                 *     * `circuit_breaker.tripped` - Circuit breaker tripped
-                 *     * `ticket.requested` - Ticket requested by a workflow step
-                 *     * `ticket.acknowledged` - Ticket acknowledged by an operator
-                 *     * `test` - Test message
-                 */
-                event_kind?: ("circuit_breaker.tripped" | "finding.opened" | "finding.resolved" | "incident.approval_needed" | "incident.closed" | "incident.opened" | "incident.step_changed" | "test" | "ticket.acknowledged" | "ticket.requested")[];
-                integration?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /** @description A page number within the paginated result set. */
-                page?: number;
-                /** @description Number of results to return per page. */
-                page_size?: number;
-                /** @description A search term. */
-                search?: string;
-                /**
-                 * @description * `pending` - Pending
-                 *     * `queued` - Queued for a worker
-                 *     * `sending` - Sending
-                 *     * `retrying` - Waiting to retry
-                 *     * `delivered` - Delivered
-                 *     * `dead` - Dead-lettered
-                 *     * `cancelled` - Cancelled
-                 */
-                state?: ("cancelled" | "dead" | "delivered" | "pending" | "queued" | "retrying" | "sending")[];
-                ticket?: number;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PaginatedDeliveryList"];
-                };
-            };
-        };
-    };
-    v1_deliveries_retrieve: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this outbox message. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["DeliveryDetail"];
-                };
-            };
-        };
-    };
-    v1_deliveries_retry_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this outbox message. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["DeliveryDetail"];
-                };
-            };
-        };
-    };
     v1_enrollment_tokens_list: {
         parameters: {
             query?: {
@@ -6985,6 +7151,191 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Event"];
+                };
+            };
+        };
+    };
+    v1_executor_callbacks_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                public_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+        };
+    };
+    v1_executor_configs_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `slurm` - Slurm
+                 *     * `kubernetes` - Kubernetes
+                 *     * `aws` - AWS
+                 *     * `webhook` - Signed webhook
+                 */
+                executor?: "aws" | "kubernetes" | "slurm" | "webhook";
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                pool?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedExecutorConfigList"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutorConfigRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ExecutorConfigRequest"];
+                "multipart/form-data": components["schemas"]["ExecutorConfigRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutorConfigRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ExecutorConfigRequest"];
+                "multipart/form-data": components["schemas"]["ExecutorConfigRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
+                };
+            };
+        };
+    };
+    v1_executor_configs_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_executor_configs_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this executor config. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedExecutorConfigRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedExecutorConfigRequest"];
+                "multipart/form-data": components["schemas"]["PatchedExecutorConfigRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutorConfig"];
                 };
             };
         };
@@ -7331,60 +7682,6 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Series"][];
                 };
-            };
-        };
-    };
-    v1_inbound_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                inbound_id: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: {
-            content: {
-                "application/json": {
-                    [key: string]: unknown;
-                };
-                "application/x-www-form-urlencoded": {
-                    [key: string]: unknown;
-                };
-                "multipart/form-data": {
-                    [key: string]: unknown;
-                };
-            };
-        };
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InboundResult"];
-                };
-            };
-            /** @description Unreadable body */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Unknown integration or a bad signature / token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description The integration is disabled */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
             };
         };
     };
@@ -7984,394 +8281,6 @@ export interface operations {
             };
         };
     };
-    v1_integration_rules_list: {
-        parameters: {
-            query?: {
-                enabled?: boolean;
-                integration?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /** @description A search term. */
-                search?: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["RoutingRule"][];
-                };
-            };
-        };
-    };
-    v1_integration_rules_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["RoutingRuleRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["RoutingRuleRequest"];
-                "multipart/form-data": components["schemas"]["RoutingRuleRequest"];
-            };
-        };
-        responses: {
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["RoutingRule"];
-                };
-            };
-        };
-    };
-    v1_integration_rules_retrieve: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this routing rule. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["RoutingRule"];
-                };
-            };
-        };
-    };
-    v1_integration_rules_update: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this routing rule. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["RoutingRuleRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["RoutingRuleRequest"];
-                "multipart/form-data": components["schemas"]["RoutingRuleRequest"];
-            };
-        };
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["RoutingRule"];
-                };
-            };
-        };
-    };
-    v1_integration_rules_destroy: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this routing rule. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description No response body */
-            204: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-        };
-    };
-    v1_integration_rules_partial_update: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this routing rule. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["PatchedRoutingRuleRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["PatchedRoutingRuleRequest"];
-                "multipart/form-data": components["schemas"]["PatchedRoutingRuleRequest"];
-            };
-        };
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["RoutingRule"];
-                };
-            };
-        };
-    };
-    v1_integrations_list: {
-        parameters: {
-            query?: {
-                enabled?: boolean;
-                /**
-                 * @description * `webhook` - Generic webhook (CloudEvents)
-                 *     * `pagerduty` - PagerDuty Events API v2
-                 *     * `opsgenie` - Opsgenie
-                 *     * `servicenow` - ServiceNow
-                 *     * `jira` - Jira Cloud
-                 *     * `email` - E-mail
-                 *     * `slack` - Slack incoming webhook
-                 */
-                kind?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /** @description A search term. */
-                search?: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Integration"][];
-                };
-            };
-        };
-    };
-    v1_integrations_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["IntegrationRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["IntegrationRequest"];
-                "multipart/form-data": components["schemas"]["IntegrationRequest"];
-            };
-        };
-        responses: {
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["IntegrationCreated"];
-                };
-            };
-        };
-    };
-    v1_integrations_retrieve: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this integration. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Integration"];
-                };
-            };
-        };
-    };
-    v1_integrations_update: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this integration. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["IntegrationRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["IntegrationRequest"];
-                "multipart/form-data": components["schemas"]["IntegrationRequest"];
-            };
-        };
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Integration"];
-                };
-            };
-        };
-    };
-    v1_integrations_destroy: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this integration. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description No response body */
-            204: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-        };
-    };
-    v1_integrations_partial_update: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this integration. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: {
-            content: {
-                "application/json": components["schemas"]["PatchedIntegrationRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["PatchedIntegrationRequest"];
-                "multipart/form-data": components["schemas"]["PatchedIntegrationRequest"];
-            };
-        };
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Integration"];
-                };
-            };
-        };
-    };
-    v1_integrations_rotate_inbound_token_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this integration. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["InboundToken"];
-                };
-            };
-        };
-    };
-    v1_integrations_test_create: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description A unique integer value identifying this integration. */
-                id: number;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            202: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Delivery"];
-                };
-            };
-        };
-    };
-    v1_integrations_connectors_list: {
-        parameters: {
-            query?: {
-                enabled?: boolean;
-                /**
-                 * @description * `webhook` - Generic webhook (CloudEvents)
-                 *     * `pagerduty` - PagerDuty Events API v2
-                 *     * `opsgenie` - Opsgenie
-                 *     * `servicenow` - ServiceNow
-                 *     * `jira` - Jira Cloud
-                 *     * `email` - E-mail
-                 *     * `slack` - Slack incoming webhook
-                 */
-                kind?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /** @description A search term. */
-                search?: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ConnectorSpec"][];
-                };
-            };
-        };
-    };
     v1_me_retrieve: {
         parameters: {
             query?: never;
@@ -8519,7 +8428,8 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                node: string;
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
             };
             cookie?: never;
         };
@@ -8540,7 +8450,8 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                node: string;
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
             };
             cookie?: never;
         };
@@ -8567,7 +8478,8 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                node: string;
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
             };
             cookie?: never;
         };
@@ -8587,7 +8499,8 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                node: string;
+                /** @description A unique value identifying this node remediation settings. */
+                node: number;
             };
             cookie?: never;
         };
@@ -10571,24 +10484,18 @@ export interface operations {
             };
         };
     };
-    v1_tickets_list: {
+    v1_ssh_actions_list: {
         parameters: {
             query?: {
+                host?: number;
+                incident_key?: string;
                 /**
-                 * @description * `webhook` - Generic webhook (CloudEvents)
-                 *     * `pagerduty` - PagerDuty Events API v2
-                 *     * `opsgenie` - Opsgenie
-                 *     * `servicenow` - ServiceNow
-                 *     * `jira` - Jira Cloud
-                 *     * `email` - E-mail
-                 *     * `slack` - Slack incoming webhook
+                 * @description * `diagnose` - Collect remote diagnostics
+                 *     * `reboot` - Reboot
+                 *     * `gpu_reset` - Reset a GPU
+                 *     * `run_hook` - Run a hook
                  */
-                connector?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
-                finding?: number;
-                incident_id?: number;
-                integration?: number;
-                key?: string;
-                node?: number;
+                kind?: "diagnose" | "gpu_reset" | "reboot" | "run_hook";
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
                 /** @description A page number within the paginated result set. */
@@ -10598,18 +10505,12 @@ export interface operations {
                 /** @description A search term. */
                 search?: string;
                 /**
-                 * @description * `opening` - Opening
-                 *     * `open` - Open
-                 *     * `acknowledged` - Acknowledged
-                 *     * `in_progress` - In progress
-                 *     * `resolved` - Resolved
+                 * @description * `queued` - Queued
+                 *     * `running` - Running
+                 *     * `done` - Done
+                 *     * `failed` - Failed
                  */
-                state?: ("acknowledged" | "in_progress" | "open" | "opening" | "resolved")[];
-                /**
-                 * @description * `finding` - Finding
-                 *     * `incident` - Incident
-                 */
-                subject_kind?: "finding" | "incident";
+                state?: "done" | "failed" | "queued" | "running";
             };
             header?: never;
             path?: never;
@@ -10622,17 +10523,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PaginatedTicketList"];
+                    "application/json": components["schemas"]["PaginatedSSHActionList"];
                 };
             };
         };
     };
-    v1_tickets_retrieve: {
+    v1_ssh_actions_retrieve: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique integer value identifying this ticket. */
+                /** @description A unique integer value identifying this SSH action. */
                 id: number;
             };
             cookie?: never;
@@ -10644,26 +10545,58 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TicketDetail"];
+                    "application/json": components["schemas"]["SSHAction"];
                 };
             };
         };
     };
-    v1_tickets_acknowledge_create: {
+    v1_ssh_bootstraps_list: {
+        parameters: {
+            query?: {
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                pool?: number;
+                /** @description A search term. */
+                search?: string;
+                /**
+                 * @description * `queued` - Queued
+                 *     * `running` - Running
+                 *     * `finished` - Finished
+                 */
+                state?: "finished" | "queued" | "running";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedBootstrapRunList"];
+                };
+            };
+        };
+    };
+    v1_ssh_bootstraps_create: {
         parameters: {
             query?: never;
             header?: never;
-            path: {
-                /** @description A unique integer value identifying this ticket. */
-                id: number;
-            };
+            path?: never;
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                "application/json": components["schemas"]["TicketAcknowledgeRequest"];
-                "application/x-www-form-urlencoded": components["schemas"]["TicketAcknowledgeRequest"];
-                "multipart/form-data": components["schemas"]["TicketAcknowledgeRequest"];
+                "application/json": components["schemas"]["BootstrapCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["BootstrapCreateRequest"];
+                "multipart/form-data": components["schemas"]["BootstrapCreateRequest"];
             };
         };
         responses: {
@@ -10672,8 +10605,444 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Delivery"];
+                    "application/json": components["schemas"]["BootstrapRun"];
                 };
+            };
+        };
+    };
+    v1_ssh_bootstraps_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this bootstrap run. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BootstrapRun"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `unknown` - Not scanned yet
+                 *     * `pending` - Waiting for an operator to confirm the fingerprint
+                 *     * `trusted` - Pinned (confirmed by an operator)
+                 *     * `changed` - Changed since it was pinned
+                 */
+                host_key_state?: "changed" | "pending" | "trusted" | "unknown";
+                key?: number;
+                node?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                pool?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedSSHHostList"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SSHHostRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SSHHostRequest"];
+                "multipart/form-data": components["schemas"]["SSHHostRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SSHHostRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SSHHostRequest"];
+                "multipart/form-data": components["schemas"]["SSHHostRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_ssh_hosts_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedSSHHostRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedSSHHostRequest"];
+                "multipart/form-data": components["schemas"]["PatchedSSHHostRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_confirm_host_key_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConfirmHostKeyRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["ConfirmHostKeyRequest"];
+                "multipart/form-data": components["schemas"]["ConfirmHostKeyRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_diagnose_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_gpu_reset_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GPUResetRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["GPUResetRequest"];
+                "multipart/form-data": components["schemas"]["GPUResetRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_reboot_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RebootRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RebootRequest"];
+                "multipart/form-data": components["schemas"]["RebootRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_run_hook_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunHookRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RunHookRequest"];
+                "multipart/form-data": components["schemas"]["RunHookRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHAction"];
+                };
+            };
+        };
+    };
+    v1_ssh_hosts_scan_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH host. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHHost"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_list: {
+        parameters: {
+            query?: {
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedSSHKeyList"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SSHKeyCreateRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SSHKeyCreateRequest"];
+                "multipart/form-data": components["schemas"]["SSHKeyCreateRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHKey"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH key. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SSHKey"];
+                };
+            };
+        };
+    };
+    v1_ssh_keys_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this SSH key. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

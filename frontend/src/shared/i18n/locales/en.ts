@@ -2,7 +2,7 @@
 const en = {
   app: { name: "GPU Fleet Console" },
   nav: {
-    main: "Main", overview: "Overview", nodes: "Nodes", findings: "Findings", incidents: "Incidents", rules: "Rules", enroll: "Enrol nodes", tokens: "API tokens", integrations: "Integrations",
+    main: "Main", overview: "Overview", nodes: "Nodes", findings: "Findings", incidents: "Incidents", rules: "Rules", enroll: "Enrol nodes", ssh: "SSH hosts", tokens: "API tokens", integrations: "Integrations",
     logout: "Log out", language: "Language", skip: "Skip to content",
   },
   role: { viewer: "viewer", operator: "operator", admin: "admin" },
@@ -295,6 +295,30 @@ const en = {
     actions: "Actions", revoke: "Revoke", revokeAria: "Revoke token {{name}}",
     revokeConfirm: "Revoke “{{name}}”? Anything using it stops working at once; this cannot be undone.",
     revokeYes: "Yes, revoke", pages: "Token pages",
+  },
+
+  ssh: {
+    title: "SSH hosts",
+    intro: "Bare-metal hosts the control plane reaches over SSH: remote diagnostics when an agent is silent, reboot, GPU reset, hooks, and installing the agent on many hosts at once. A host key is trusted only after you confirm its fingerprint.",
+    register: "Register a host", address: "Address", port: "Port", user: "Login", key: "Key", useAgent: "the server's ssh-agent",
+    pool: "Pool", noPool: "no pool", registerSubmit: "Register and read its host key",
+    registerHint: "The host's key is read at once and waits for your confirmation; nothing runs on the host before that.",
+    hosts: "Hosts", none: "No SSH hosts yet.", select: "Select", selectHost: "Select {{host}}", host: "Host", node: "Node",
+    hostKey: "Host key", lastContact: "Last contact", never: "never", actions: "Actions", via: "via {{jump}}",
+    keyState: { unknown: "not scanned", pending: "waiting for confirmation", trusted: "pinned", changed: "CHANGED" },
+    confirm: "Confirm fingerprint", reviewChanged: "Review the new key", confirmAria: "Confirm the host key of {{host}}",
+    compare: "Compare with the host's own `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` (on its console, not over this network). Trust only if they are the same:",
+    changedWarning: "The pinned key was {{pinned}}. A changed key means a reinstall — or someone in the middle. Nothing runs on the host until you decide.",
+    confirmYes: "They match: trust this key", scan: "Read host key", scanAria: "Read the host key of {{host}} again",
+    bootstrap: "Install the agent", intoPool: "Enrol into pool", choosePool: "choose a pool",
+    allowActions: "Actions the agent may run when asked", allowHint: "Nothing is allowed unless ticked; reboot and GPU reset get a narrow sudoers rule.",
+    action: { collect_evidence: "collect evidence", verify: "verify", gpu_reset: "GPU reset", reboot: "reboot", run_hook: "hooks" },
+    offline: "Offline (wheels from this server)", start_one: "Install on {{count}} host", start_other: "Install on {{count}} hosts",
+    runs: "Bootstrap runs", noRuns: "No bootstrap yet.", run: "Bootstrap #{{id}}", runTitle: "Bootstrap #{{id}} into {{pool}}",
+    running: "running", finished: "finished", progress: "Progress", progressText: "{{finished}} of {{total}} hosts finished, {{failed}} failed",
+    perHost: "Progress per host", state: "State", message: "Message",
+    bootstrapState: { queued: "queued", connecting: "connecting", checking: "checking", installing: "installing", done: "installed",
+      up_to_date: "already installed", failed: "failed" },
   },
 };
 

@@ -2,7 +2,7 @@
 const zhCN = {
   app: { name: "GPU 集群控制台" },
   nav: {
-    main: "主导航", overview: "总览", nodes: "节点", findings: "问题", incidents: "事件", rules: "规则", enroll: "节点接入", tokens: "API 令牌", integrations: "集成",
+    main: "主导航", overview: "总览", nodes: "节点", findings: "问题", incidents: "事件", rules: "规则", enroll: "节点接入", ssh: "SSH 主机", tokens: "API 令牌", integrations: "集成",
     logout: "退出登录", language: "语言", skip: "跳到正文",
   },
   role: { viewer: "只读", operator: "运维", admin: "管理员" },
@@ -294,6 +294,30 @@ const zhCN = {
     actions: "操作", revoke: "吊销", revokeAria: "吊销令牌 {{name}}",
     revokeConfirm: "确定吊销“{{name}}”？使用它的一切将立即失效，且无法撤销。",
     revokeYes: "确认吊销", pages: "令牌分页",
+  },
+
+  ssh: {
+    title: "SSH 主机",
+    intro: "控制平面通过 SSH 访问的裸金属主机：代理失联时做远程诊断、重启、GPU 重置、运行钩子，以及批量安装代理。主机密钥只有在你确认指纹后才会被信任。",
+    register: "登记主机", address: "地址", port: "端口", user: "登录用户", key: "密钥", useAgent: "服务器的 ssh-agent",
+    pool: "资源池", noPool: "不属于资源池", registerSubmit: "登记并读取主机密钥",
+    registerHint: "主机密钥会立即读取并等待你确认；确认之前不会在主机上执行任何命令。",
+    hosts: "主机", none: "还没有 SSH 主机。", select: "选择", selectHost: "选择 {{host}}", host: "主机", node: "节点",
+    hostKey: "主机密钥", lastContact: "最近连接", never: "从未", actions: "操作", via: "经由 {{jump}}",
+    keyState: { unknown: "未读取", pending: "等待确认", trusted: "已固定", changed: "已变更" },
+    confirm: "确认指纹", reviewChanged: "审核新密钥", confirmAria: "确认 {{host}} 的主机密钥",
+    compare: "请与主机本地（在其控制台上，而不是通过这条网络）运行 `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` 的结果比对，完全一致才可信任：",
+    changedWarning: "之前固定的密钥是 {{pinned}}。密钥变更意味着重装系统，或者有人在中间拦截。你做出决定之前，不会在该主机上执行任何命令。",
+    confirmYes: "一致：信任此密钥", scan: "读取主机密钥", scanAria: "重新读取 {{host}} 的主机密钥",
+    bootstrap: "安装代理", intoPool: "接入资源池", choosePool: "选择资源池",
+    allowActions: "代理可按请求执行的操作", allowHint: "未勾选的一律不允许；重启和 GPU 重置会写入一条最小范围的 sudoers 规则。",
+    action: { collect_evidence: "收集证据", verify: "自检", gpu_reset: "GPU 重置", reboot: "重启", run_hook: "钩子" },
+    offline: "离线安装（从本服务器下载 wheel）", start_other: "在 {{count}} 台主机上安装",
+    runs: "安装批次", noRuns: "还没有安装批次。", run: "安装批次 #{{id}}", runTitle: "安装批次 #{{id}}，接入 {{pool}}",
+    running: "进行中", finished: "已结束", progress: "进度", progressText: "已完成 {{finished}} / {{total}} 台，失败 {{failed}} 台",
+    perHost: "每台主机的进度", state: "状态", message: "信息",
+    bootstrapState: { queued: "排队中", connecting: "连接中", checking: "检查中", installing: "安装中", done: "已安装",
+      up_to_date: "已是最新", failed: "失败" },
   },
 };
 
