@@ -58,12 +58,22 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         return "Node"
 
 
+# A higher app (the executors' action channel) may tell the credential statement how to see that a node has
+# work waiting for it: an SQL condition over the credential row `c`, registered in its AppConfig.ready(). Telemetry
+# never imports that app; the answer rides the one statement a report already pays for.
+_PENDING_FOR_NODE_SQL: list[str] = []
+
+
+def pending_for_node_sql_register(condition: str) -> None:
+    if condition not in _PENDING_FOR_NODE_SQL:
+        _PENDING_FOR_NODE_SQL.append(condition)
+        _credential_sql.cache_clear()
+
+
 @cache
 def _credential_sql() -> str:
-    from fleet.executors.models import AgentAction  # the action channel's table; the subquery uses its partial index
-
-    return (f"SELECT c.id, c.node_id, c.revoked_at, c.key_hash, EXISTS (SELECT 1 FROM {AgentAction._meta.db_table} a "
-            "WHERE a.node_id = c.node_id AND a.state IN ('pending', 'delivered')) "
+    pending = " OR ".join(f"({condition})" for condition in _PENDING_FOR_NODE_SQL) or "FALSE"
+    return (f"SELECT c.id, c.node_id, c.revoked_at, c.key_hash, {pending} "
             f"FROM {NodeCredential._meta.db_table} c WHERE c.key_hash = %s")
 
 

@@ -18,7 +18,6 @@ from fleet.accounts.choices import Role
 from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
 from fleet.core.api.throttling import FailOpenThrottleMixin
-from fleet.executors.services.agent_actions import agent_action_exchange
 from fleet.inventory.models import GPU, Node
 
 from .. import metrics
@@ -55,6 +54,16 @@ from .serializers import (
 
 def public_url(request) -> str:
     return settings.FLEET_PUBLIC_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
+
+
+# Hooks that add to the answer of a report batch: `hook(*, node_id, signing_key, actions_open, reports, now) ->
+# dict`. A higher app registers one in its AppConfig.ready() (the executors' action channel does).
+REPORT_ANSWER_HOOKS: list = []
+
+
+def report_answer_register(hook) -> None:
+    if hook not in REPORT_ANSWER_HOOKS:
+        REPORT_ANSWER_HOOKS.append(hook)
 
 
 class EnrollmentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
@@ -199,9 +208,12 @@ class ReportsView(APIView):
         except ValueError as exc:
             metrics.reports_rejected("invalid")
             raise ValidationError({"reports": [str(exc)]}) from None
-        # The action channel (docs/executors.md): outcomes in the batch are recorded, open actions ride the answer.
-        actions = agent_action_exchange(node_id=request.user.node_id, signing_key=request.user.action_key,
-                                        actions_open=request.user.actions_open, reports=reports, now=now)
+        # What higher apps add to the answer (the executors' action channel: outcomes in the batch are recorded,
+        # open actions ride the answer), registered with `report_answer_register`.
+        actions = {}
+        for hook in REPORT_ANSWER_HOOKS:
+            actions.update(hook(node_id=request.user.node_id, signing_key=request.user.action_key,
+                                actions_open=request.user.actions_open, reports=reports, now=now))
         metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
         body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
                 "accepted": result.accepted, "duplicates": result.duplicates, **actions}
