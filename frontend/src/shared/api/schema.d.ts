@@ -450,6 +450,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/deliveries/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The delivery log: every message, its state, tries, response codes and next try; retry a dead one. */
+        get: operations["v1_deliveries_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/deliveries/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The delivery log: every message, its state, tries, response codes and next try; retry a dead one. */
+        get: operations["v1_deliveries_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/deliveries/{id}/retry/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Send a dead-lettered or waiting message again now, with a fresh allowance of tries. */
+        post: operations["v1_deliveries_retry_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/enrollment-tokens/": {
         parameters: {
             query?: never;
@@ -792,6 +843,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/inbound/{inbound_id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description An external system's update about a ticket (acknowledged, in progress, resolved, a comment), authenticated
+         *     by the integration's token or the system's webhook signature. 401 and nothing stored otherwise.
+         */
+        post: operations["v1_inbound_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/incidents/": {
         parameters: {
             query?: never;
@@ -1001,6 +1072,151 @@ export interface paths {
          *     on them (approving a destructive step needs an operator or admin).
          */
         get: operations["v1_incidents_timeline_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integration-rules/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
+        get: operations["v1_integration_rules_list"];
+        put?: never;
+        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
+        post: operations["v1_integration_rules_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integration-rules/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
+        get: operations["v1_integration_rules_retrieve"];
+        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
+        put: operations["v1_integration_rules_update"];
+        post?: never;
+        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
+        delete: operations["v1_integration_rules_destroy"];
+        options?: never;
+        head?: never;
+        /** @description Which integration gets which events (responsible party, severity, provider, pool, site, event kind, …). */
+        patch: operations["v1_integration_rules_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/integrations/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
+         *     where fleet data goes); operators send test messages. Credentials are write-only.
+         */
+        get: operations["v1_integrations_list"];
+        put?: never;
+        /**
+         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
+         *     where fleet data goes); operators send test messages. Credentials are write-only.
+         */
+        post: operations["v1_integrations_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integrations/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
+         *     where fleet data goes); operators send test messages. Credentials are write-only.
+         */
+        get: operations["v1_integrations_retrieve"];
+        /**
+         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
+         *     where fleet data goes); operators send test messages. Credentials are write-only.
+         */
+        put: operations["v1_integrations_update"];
+        post?: never;
+        /**
+         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
+         *     where fleet data goes); operators send test messages. Credentials are write-only.
+         */
+        delete: operations["v1_integrations_destroy"];
+        options?: never;
+        head?: never;
+        /**
+         * @description Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
+         *     where fleet data goes); operators send test messages. Credentials are write-only.
+         */
+        patch: operations["v1_integrations_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/integrations/{id}/rotate-inbound-token/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description A new inbound token (shown once); the old one stops working at once. */
+        post: operations["v1_integrations_rotate_inbound_token_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integrations/{id}/test/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Queue a test message; follow it in the delivery log. */
+        post: operations["v1_integrations_test_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/integrations/connectors/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description What each connector kind needs: its settings (with defaults) and credentials. */
+        get: operations["v1_integrations_connectors_list"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2118,6 +2334,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tickets/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description External tickets: one per occurrence and integration, with their timeline (what we sent, what came back). */
+        get: operations["v1_tickets_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tickets/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description External tickets: one per occurrence and integration, with their timeline (what we sent, what came back). */
+        get: operations["v1_tickets_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tickets/{id}/acknowledge/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Acknowledge the external alert or ticket (PagerDuty, Opsgenie: acknowledged; others: a note). */
+        post: operations["v1_tickets_acknowledge_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tokens/": {
         parameters: {
             query?: never;
@@ -2898,9 +3165,40 @@ export interface components {
             label: string;
             reason: string;
         };
+        ConfigFieldSpec: {
+            name: string;
+            required: boolean;
+            /** @description The serializer field: URLField, CharField, ListField, BooleanField, … */
+            type: string;
+            default: unknown;
+            help: string;
+            choices: string[];
+        };
         ConfirmHostKeyRequest: {
             /** @description The SHA256 fingerprint the console showed */
             fingerprint: string;
+        };
+        /**
+         * @description * `webhook` - Generic webhook (CloudEvents)
+         *     * `pagerduty` - PagerDuty Events API v2
+         *     * `opsgenie` - Opsgenie
+         *     * `servicenow` - ServiceNow
+         *     * `jira` - Jira Cloud
+         *     * `email` - E-mail
+         *     * `slack` - Slack incoming webhook
+         * @enum {string}
+         */
+        ConnectorKindEnum: "webhook" | "pagerduty" | "opsgenie" | "servicenow" | "jira" | "email" | "slack";
+        ConnectorSpec: {
+            kind: components["schemas"]["ConnectorKindEnum"];
+            label: string;
+            keeps_tickets: boolean;
+            signs_inbound: boolean;
+            /** @description name → required */
+            secrets: {
+                [key: string]: boolean;
+            };
+            config: components["schemas"]["ConfigFieldSpec"][];
         };
         CostProfile: {
             readonly id: number;
@@ -2983,6 +3281,87 @@ export interface components {
             gpu_hours: string;
             /** Format: decimal */
             tco_per_gpu_hour: string | null;
+        };
+        Delivery: {
+            readonly id: number;
+            readonly integration: number;
+            readonly integration_name: string;
+            readonly connector: string;
+            readonly ticket: components["schemas"]["TicketBrief"] | null;
+            readonly event_kind: components["schemas"]["EventKindEnum"];
+            readonly action: components["schemas"]["TicketActionEnum"];
+            /** @description Stable per message: receivers drop a second copy */
+            readonly dedup_key: string;
+            readonly title: string;
+            readonly state: components["schemas"]["MessageStateEnum"];
+            readonly attempts: number;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly next_attempt_at: string;
+            /** Format: date-time */
+            readonly delivered_at: string | null;
+            /** Format: date-time */
+            readonly dead_at: string | null;
+            readonly last_status_code: number | null;
+            readonly last_error: string;
+            /** @description What the receiver answered (ids, links) */
+            readonly response: unknown;
+        };
+        DeliveryAttempt: {
+            readonly number: number;
+            /** Format: date-time */
+            readonly started_at: string;
+            /** Format: date-time */
+            readonly finished_at: string | null;
+            readonly outcome: components["schemas"]["DeliveryAttemptOutcomeEnum"];
+            readonly status_code: number | null;
+            readonly error: string;
+            readonly retry_after_s: number | null;
+            /** @description Each request (credentials redacted, body excerpt) and its response */
+            readonly exchanges: unknown;
+        };
+        /**
+         * @description * `delivered` - Delivered
+         *     * `retry` - Failed, will retry
+         *     * `dead` - Failed, dead-lettered
+         *     * `interrupted` - Interrupted (worker lost)
+         * @enum {string}
+         */
+        DeliveryAttemptOutcomeEnum: "delivered" | "retry" | "dead" | "interrupted";
+        DeliveryDetail: {
+            readonly id: number;
+            readonly integration: number;
+            readonly integration_name: string;
+            readonly connector: string;
+            readonly ticket: components["schemas"]["TicketBrief"] | null;
+            readonly event_kind: components["schemas"]["EventKindEnum"];
+            readonly action: components["schemas"]["TicketActionEnum"];
+            /** @description Stable per message: receivers drop a second copy */
+            readonly dedup_key: string;
+            readonly title: string;
+            readonly state: components["schemas"]["MessageStateEnum"];
+            readonly attempts: number;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly next_attempt_at: string;
+            /** Format: date-time */
+            readonly delivered_at: string | null;
+            /** Format: date-time */
+            readonly dead_at: string | null;
+            readonly last_status_code: number | null;
+            readonly last_error: string;
+            /** @description What the receiver answered (ids, links) */
+            readonly response: unknown;
+            /** @description The facts of the change, as written */
+            readonly event: unknown;
+            /** @description The content, rendered once at the first try */
+            readonly payload: unknown;
+            /** @description Steps of a multi-call delivery already done */
+            readonly progress: unknown;
+            readonly held_behind: number | null;
+            readonly attempt_log: components["schemas"]["DeliveryAttempt"][];
         };
         /**
          * @description * `cloud_shared` - Cloud, shared / fractional GPU
@@ -3123,18 +3502,19 @@ export interface components {
             detail?: unknown;
         };
         /**
-         * @description * `xid` - Xid
-         *     * `sxid` - NVSwitch SXid
-         *     * `aer` - PCIe AER
-         *     * `gpu_lost` - GPU lost
-         *     * `preemption_notice` - Preemption notice
-         *     * `rebalance` - Rebalance recommendation
-         *     * `maintenance` - Maintenance event
-         *     * `agent_error` - Agent error
-         *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
+         * @description * `finding.opened` - Finding opened
+         *     * `finding.resolved` - Finding resolved
+         *     * `incident.opened` - Incident opened
+         *     * `incident.step_changed` - Incident step changed
+         *     * `incident.approval_needed` - Incident waiting for approval
+         *     * `incident.closed` - Incident closed
+         *     * `circuit_breaker.tripped` - Circuit breaker tripped
+         *     * `ticket.requested` - Ticket requested by a workflow step
+         *     * `ticket.acknowledged` - Ticket acknowledged by an operator
+         *     * `test` - Test message
          * @enum {string}
          */
-        EventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error" | "gpu_uuid_conflict";
+        EventKindEnum: "finding.opened" | "finding.resolved" | "incident.opened" | "incident.step_changed" | "incident.approval_needed" | "incident.closed" | "circuit_breaker.tripped" | "ticket.requested" | "ticket.acknowledged" | "test";
         EvidenceRef: {
             readonly id: number;
             /** Format: date-time */
@@ -3275,7 +3655,7 @@ export interface components {
             readonly finding: number;
             /** Format: date-time */
             readonly decided_at: string;
-            readonly outcome: components["schemas"]["OutcomeEnum"];
+            readonly outcome: components["schemas"]["FindingIntakeOutcomeEnum"];
             readonly incident: number | null;
             readonly incident_key: string | null;
             readonly policy: number | null;
@@ -3287,6 +3667,20 @@ export interface components {
             readonly retry_at: string | null;
             readonly message: string;
         };
+        /**
+         * @description * `opened` - Opened an incident
+         *     * `attached` - Attached to an open incident
+         *     * `mass_failure` - Attached to a mass-failure incident
+         *     * `no_policy` - No policy matched
+         *     * `ignored` - A policy says: no incident
+         *     * `snoozed` - Snoozed by an operator
+         *     * `marked_healthy` - Marked healthy by an operator
+         *     * `resolved_first` - Resolved before intake
+         *     * `node_retired` - Node retired
+         *     * `pre_existing` - Open before remediation was installed
+         * @enum {string}
+         */
+        FindingIntakeOutcomeEnum: "opened" | "attached" | "mass_failure" | "no_policy" | "ignored" | "snoozed" | "marked_healthy" | "resolved_first" | "node_retired" | "pre_existing";
         /**
          * @description * `open` - Open
          *     * `resolved` - Resolved
@@ -3407,6 +3801,16 @@ export interface components {
          * @enum {string}
          */
         HostKeyStateEnum: "unknown" | "pending" | "trusted" | "changed";
+        InboundResult: {
+            stored: number;
+            duplicates: number;
+            unknown_ticket: number;
+            ignored: number;
+        };
+        InboundToken: {
+            inbound_url: string;
+            inbound_token: string;
+        };
         Incident: {
             readonly id: number;
             /** @description Stable id for idempotency and external tickets */
@@ -3515,6 +3919,85 @@ export interface components {
          * @enum {string}
          */
         IncidentStateEnum: "queued" | "running" | "waiting" | "awaiting_approval" | "needs_attention" | "paused" | "resolved" | "cancelled";
+        Integration: {
+            readonly id: number;
+            name: string;
+            kind: components["schemas"]["ConnectorKindEnum"];
+            enabled?: boolean;
+            description?: string;
+            config?: unknown;
+            /** @description Which credentials are set (their values are never returned) */
+            readonly secret_names: string[];
+            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
+            max_attempts?: number | null;
+            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
+            resolve_hold_s?: number;
+            readonly inbound_url: string;
+            readonly inbound_token_prefix: string;
+            /** @default 0 */
+            readonly sent: number;
+            /** @default 0 */
+            readonly failed: number;
+            /** @default 0 */
+            readonly dead_lettered: number;
+            /**
+             * @description Messages not yet delivered
+             * @default 0
+             */
+            readonly backlog: number;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        IntegrationCreated: {
+            readonly id: number;
+            name: string;
+            kind: components["schemas"]["ConnectorKindEnum"];
+            enabled?: boolean;
+            description?: string;
+            config?: unknown;
+            /** @description Which credentials are set (their values are never returned) */
+            readonly secret_names: string[];
+            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
+            max_attempts?: number | null;
+            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
+            resolve_hold_s?: number;
+            readonly inbound_url: string;
+            readonly inbound_token_prefix: string;
+            /** @default 0 */
+            readonly sent: number;
+            /** @default 0 */
+            readonly failed: number;
+            /** @default 0 */
+            readonly dead_lettered: number;
+            /**
+             * @description Messages not yet delivered
+             * @default 0
+             */
+            readonly backlog: number;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+            /** @description Shown once: for systems that call the inbound URL with a token instead of a signature */
+            readonly inbound_token: string;
+        };
+        IntegrationRequest: {
+            name: string;
+            kind: components["schemas"]["ConnectorKindEnum"];
+            enabled?: boolean;
+            description?: string;
+            config?: unknown;
+            /** @description Credentials by name (see /integrations/connectors/); stored encrypted, never returned. On update only the names given change; an empty value removes one. */
+            secrets?: {
+                [key: string]: string | null;
+            };
+            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
+            max_attempts?: number | null;
+            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
+            resolve_hold_s?: number;
+        };
         /**
          * @description * `facility` - Facility
          *     * `hardware` - Hardware
@@ -3558,6 +4041,17 @@ export interface components {
              */
             readonly is_superuser: boolean;
         };
+        /**
+         * @description * `pending` - Pending
+         *     * `queued` - Queued for a worker
+         *     * `sending` - Sending
+         *     * `retrying` - Waiting to retry
+         *     * `delivered` - Delivered
+         *     * `dead` - Dead-lettered
+         *     * `cancelled` - Cancelled
+         * @enum {string}
+         */
+        MessageStateEnum: "pending" | "queued" | "sending" | "retrying" | "delivered" | "dead" | "cancelled";
         Node: {
             readonly id: number;
             hostname: string;
@@ -3768,20 +4262,6 @@ export interface components {
          * @enum {string}
          */
         NvmlStatusEnum: "ok" | "library_not_found" | "driver_not_loaded" | "no_permission" | "error";
-        /**
-         * @description * `opened` - Opened an incident
-         *     * `attached` - Attached to an open incident
-         *     * `mass_failure` - Attached to a mass-failure incident
-         *     * `no_policy` - No policy matched
-         *     * `ignored` - A policy says: no incident
-         *     * `snoozed` - Snoozed by an operator
-         *     * `marked_healthy` - Marked healthy by an operator
-         *     * `resolved_first` - Resolved before intake
-         *     * `node_retired` - Node retired
-         *     * `pre_existing` - Open before remediation was installed
-         * @enum {string}
-         */
-        OutcomeEnum: "opened" | "attached" | "mass_failure" | "no_policy" | "ignored" | "snoozed" | "marked_healthy" | "resolved_first" | "node_retired" | "pre_existing";
         Override: {
             readonly id: number;
             kind: components["schemas"]["OverrideKindEnum"];
@@ -3955,6 +4435,21 @@ export interface components {
              */
             previous?: string | null;
             results: components["schemas"]["CostProfile"][];
+        };
+        PaginatedDeliveryList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["Delivery"][];
         };
         PaginatedEnrollmentTokenList: {
             /** @example 123 */
@@ -4256,6 +4751,21 @@ export interface components {
             previous?: string | null;
             results: components["schemas"]["Site"][];
         };
+        PaginatedTicketList: {
+            /** @example 123 */
+            count: number;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=4
+             */
+            next?: string | null;
+            /**
+             * Format: uri
+             * @example http://api.example.org/accounts/?page=2
+             */
+            previous?: string | null;
+            results: components["schemas"]["Ticket"][];
+        };
         PaginatedUserList: {
             /** @example 123 */
             count: number;
@@ -4400,6 +4910,21 @@ export interface components {
             /** @description API token / secret access key / signing secret; write-only */
             secret?: string;
         };
+        PatchedIntegrationRequest: {
+            name?: string;
+            kind?: components["schemas"]["ConnectorKindEnum"];
+            enabled?: boolean;
+            description?: string;
+            config?: unknown;
+            /** @description Credentials by name (see /integrations/connectors/); stored encrypted, never returned. On update only the names given change; an empty value removes one. */
+            secrets?: {
+                [key: string]: string | null;
+            };
+            /** @description Tries before a message is dead-lettered; blank = INTEGRATIONS_MAX_ATTEMPTS */
+            max_attempts?: number | null;
+            /** @description How long a resolved finding keeps its ticket open: a flap inside it opens no second ticket */
+            resolve_hold_s?: number;
+        };
         PatchedNodeRemediationSettingsRequest: {
             node?: number;
             executors?: string[];
@@ -4507,6 +5032,14 @@ export interface components {
             /** @description null: a matching finding opens no incident */
             workflow?: string | null;
             note?: string;
+        };
+        PatchedRoutingRuleRequest: {
+            integration?: number;
+            name?: string;
+            position?: number;
+            enabled?: boolean;
+            /** @description Lists; keys: event_kinds, responsible_parties, severities, providers, pools, sites, delivery_forms, rules. Empty or absent = any. */
+            match?: unknown;
         };
         PatchedRuleOverrideRequest: {
             rule?: string;
@@ -4986,6 +5519,28 @@ export interface components {
          * @enum {string}
          */
         RoleEnum: "viewer" | "operator" | "admin";
+        RoutingRule: {
+            readonly id: number;
+            integration: number;
+            readonly integration_name: string;
+            name?: string;
+            position?: number;
+            enabled?: boolean;
+            /** @description Lists; keys: event_kinds, responsible_parties, severities, providers, pools, sites, delivery_forms, rules. Empty or absent = any. */
+            match?: unknown;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        RoutingRuleRequest: {
+            integration: number;
+            name?: string;
+            position?: number;
+            enabled?: boolean;
+            /** @description Lists; keys: event_kinds, responsible_parties, severities, providers, pools, sites, delivery_forms, rules. Empty or absent = any. */
+            match?: unknown;
+        };
         Rule: {
             readonly id: number;
             readonly slug: string;
@@ -5309,6 +5864,12 @@ export interface components {
          */
         StepRunStatusEnum: "pending" | "awaiting_approval" | "running" | "waiting" | "done" | "failed" | "skipped" | "cancelled";
         /**
+         * @description * `finding` - Finding
+         *     * `incident` - Incident
+         * @enum {string}
+         */
+        SubjectKindEnum: "finding" | "incident";
+        /**
          * @description * `not_started` - Not started
          *     * `active` - Active
          *     * `expiring` - Expiring within 30 days
@@ -5316,6 +5877,115 @@ export interface components {
          * @enum {string}
          */
         TermStatusEnum: "not_started" | "active" | "expiring" | "expired";
+        Ticket: {
+            readonly id: number;
+            readonly integration: number;
+            readonly integration_name: string;
+            readonly connector: string;
+            /** @description Our dedup key for the occurrence (PagerDuty dedup_key, Opsgenie alias, ServiceNow correlation_id, Jira label) */
+            readonly key: string;
+            readonly subject_kind: components["schemas"]["SubjectKindEnum"];
+            /** @description What the ticket is about across occurrences: a finding's rule/node/subject, an incident key */
+            readonly subject_ref: string;
+            readonly incident_id: number | null;
+            readonly node: number | null;
+            readonly findings: number[];
+            readonly state: components["schemas"]["TicketStateEnum"];
+            readonly external_id: string;
+            /** Format: uri */
+            readonly external_url: string;
+            readonly title: string;
+            /** Format: date-time */
+            readonly opened_at: string;
+            /**
+             * Format: date-time
+             * @description A resolve is held until then; a flap before it keeps the ticket
+             */
+            readonly resolve_after: string | null;
+            /** Format: date-time */
+            readonly resolved_at: string | null;
+            /** Format: date-time */
+            readonly last_update_at: string | null;
+        };
+        TicketAcknowledgeRequest: {
+            /** @default  */
+            note: string;
+        };
+        /**
+         * @description * `open` - Open
+         *     * `update` - Update (comment / work note)
+         *     * `acknowledge` - Acknowledge
+         *     * `resolve` - Resolve / close
+         *     * `notify` - Notify (no ticket)
+         * @enum {string}
+         */
+        TicketActionEnum: "open" | "update" | "acknowledge" | "resolve" | "notify";
+        TicketBrief: {
+            readonly id: number;
+            /** @description Our dedup key for the occurrence (PagerDuty dedup_key, Opsgenie alias, ServiceNow correlation_id, Jira label) */
+            readonly key: string;
+            readonly state: components["schemas"]["TicketStateEnum"];
+            readonly external_id: string;
+            /** Format: uri */
+            readonly external_url: string;
+        };
+        TicketDetail: {
+            readonly id: number;
+            readonly integration: number;
+            readonly integration_name: string;
+            readonly connector: string;
+            /** @description Our dedup key for the occurrence (PagerDuty dedup_key, Opsgenie alias, ServiceNow correlation_id, Jira label) */
+            readonly key: string;
+            readonly subject_kind: components["schemas"]["SubjectKindEnum"];
+            /** @description What the ticket is about across occurrences: a finding's rule/node/subject, an incident key */
+            readonly subject_ref: string;
+            readonly incident_id: number | null;
+            readonly node: number | null;
+            readonly findings: number[];
+            readonly state: components["schemas"]["TicketStateEnum"];
+            readonly external_id: string;
+            /** Format: uri */
+            readonly external_url: string;
+            readonly title: string;
+            /** Format: date-time */
+            readonly opened_at: string;
+            /**
+             * Format: date-time
+             * @description A resolve is held until then; a flap before it keeps the ticket
+             */
+            readonly resolve_after: string | null;
+            /** Format: date-time */
+            readonly resolved_at: string | null;
+            /** Format: date-time */
+            readonly last_update_at: string | null;
+            readonly updates: components["schemas"]["TicketUpdate"][];
+        };
+        /**
+         * @description * `opening` - Opening
+         *     * `open` - Open
+         *     * `acknowledged` - Acknowledged
+         *     * `in_progress` - In progress
+         *     * `resolved` - Resolved
+         * @enum {string}
+         */
+        TicketStateEnum: "opening" | "open" | "acknowledged" | "in_progress" | "resolved";
+        TicketUpdate: {
+            readonly id: number;
+            /** Format: date-time */
+            readonly at: string;
+            readonly source: components["schemas"]["TicketUpdateSourceEnum"];
+            readonly state: components["schemas"]["TicketStateEnum"];
+            readonly comment: string;
+            readonly author: string;
+            /** @description The sender's event id: a replayed update is stored once */
+            readonly external_event_id: string;
+        };
+        /**
+         * @description * `inbound` - Inbound update from the external system
+         *     * `outbound` - Our delivery
+         * @enum {string}
+         */
+        TicketUpdateSourceEnum: "inbound" | "outbound";
         TimelineEntry: {
             readonly id: number;
             /** Format: date-time */
@@ -6969,6 +7639,123 @@ export interface operations {
             };
         };
     };
+    v1_deliveries_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `open` - Open
+                 *     * `update` - Update (comment / work note)
+                 *     * `acknowledge` - Acknowledge
+                 *     * `resolve` - Resolve / close
+                 *     * `notify` - Notify (no ticket)
+                 */
+                action?: "acknowledge" | "notify" | "open" | "resolve" | "update";
+                /**
+                 * @description * `webhook` - Generic webhook (CloudEvents)
+                 *     * `pagerduty` - PagerDuty Events API v2
+                 *     * `opsgenie` - Opsgenie
+                 *     * `servicenow` - ServiceNow
+                 *     * `jira` - Jira Cloud
+                 *     * `email` - E-mail
+                 *     * `slack` - Slack incoming webhook
+                 */
+                connector?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
+                created_after?: string;
+                created_before?: string;
+                /**
+                 * @description * `finding.opened` - Finding opened
+                 *     * `finding.resolved` - Finding resolved
+                 *     * `incident.opened` - Incident opened
+                 *     * `incident.step_changed` - Incident step changed
+                 *     * `incident.approval_needed` - Incident waiting for approval
+                 *     * `incident.closed` - Incident closed
+                 *     * `circuit_breaker.tripped` - Circuit breaker tripped
+                 *     * `ticket.requested` - Ticket requested by a workflow step
+                 *     * `ticket.acknowledged` - Ticket acknowledged by an operator
+                 *     * `test` - Test message
+                 */
+                event_kind?: ("circuit_breaker.tripped" | "finding.opened" | "finding.resolved" | "incident.approval_needed" | "incident.closed" | "incident.opened" | "incident.step_changed" | "test" | "ticket.acknowledged" | "ticket.requested")[];
+                integration?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+                /**
+                 * @description * `pending` - Pending
+                 *     * `queued` - Queued for a worker
+                 *     * `sending` - Sending
+                 *     * `retrying` - Waiting to retry
+                 *     * `delivered` - Delivered
+                 *     * `dead` - Dead-lettered
+                 *     * `cancelled` - Cancelled
+                 */
+                state?: ("cancelled" | "dead" | "delivered" | "pending" | "queued" | "retrying" | "sending")[];
+                ticket?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedDeliveryList"];
+                };
+            };
+        };
+    };
+    v1_deliveries_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this outbox message. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryDetail"];
+                };
+            };
+        };
+    };
+    v1_deliveries_retry_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this outbox message. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryDetail"];
+                };
+            };
+        };
+    };
     v1_enrollment_tokens_list: {
         parameters: {
             query?: {
@@ -7685,6 +8472,60 @@ export interface operations {
             };
         };
     };
+    v1_inbound_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                inbound_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/x-www-form-urlencoded": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundResult"];
+                };
+            };
+            /** @description Unreadable body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Unknown integration or a bad signature / token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The integration is disabled */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     v1_incidents_list: {
         parameters: {
             query?: {
@@ -8281,6 +9122,394 @@ export interface operations {
             };
         };
     };
+    v1_integration_rules_list: {
+        parameters: {
+            query?: {
+                enabled?: boolean;
+                integration?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoutingRule"][];
+                };
+            };
+        };
+    };
+    v1_integration_rules_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RoutingRuleRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RoutingRuleRequest"];
+                "multipart/form-data": components["schemas"]["RoutingRuleRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoutingRule"];
+                };
+            };
+        };
+    };
+    v1_integration_rules_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this routing rule. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoutingRule"];
+                };
+            };
+        };
+    };
+    v1_integration_rules_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this routing rule. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RoutingRuleRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["RoutingRuleRequest"];
+                "multipart/form-data": components["schemas"]["RoutingRuleRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoutingRule"];
+                };
+            };
+        };
+    };
+    v1_integration_rules_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this routing rule. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_integration_rules_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this routing rule. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedRoutingRuleRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedRoutingRuleRequest"];
+                "multipart/form-data": components["schemas"]["PatchedRoutingRuleRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoutingRule"];
+                };
+            };
+        };
+    };
+    v1_integrations_list: {
+        parameters: {
+            query?: {
+                enabled?: boolean;
+                /**
+                 * @description * `webhook` - Generic webhook (CloudEvents)
+                 *     * `pagerduty` - PagerDuty Events API v2
+                 *     * `opsgenie` - Opsgenie
+                 *     * `servicenow` - ServiceNow
+                 *     * `jira` - Jira Cloud
+                 *     * `email` - E-mail
+                 *     * `slack` - Slack incoming webhook
+                 */
+                kind?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Integration"][];
+                };
+            };
+        };
+    };
+    v1_integrations_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IntegrationRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["IntegrationRequest"];
+                "multipart/form-data": components["schemas"]["IntegrationRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntegrationCreated"];
+                };
+            };
+        };
+    };
+    v1_integrations_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this integration. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Integration"];
+                };
+            };
+        };
+    };
+    v1_integrations_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this integration. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IntegrationRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["IntegrationRequest"];
+                "multipart/form-data": components["schemas"]["IntegrationRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Integration"];
+                };
+            };
+        };
+    };
+    v1_integrations_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this integration. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_integrations_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this integration. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedIntegrationRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedIntegrationRequest"];
+                "multipart/form-data": components["schemas"]["PatchedIntegrationRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Integration"];
+                };
+            };
+        };
+    };
+    v1_integrations_rotate_inbound_token_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this integration. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundToken"];
+                };
+            };
+        };
+    };
+    v1_integrations_test_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this integration. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
+                };
+            };
+        };
+    };
+    v1_integrations_connectors_list: {
+        parameters: {
+            query?: {
+                enabled?: boolean;
+                /**
+                 * @description * `webhook` - Generic webhook (CloudEvents)
+                 *     * `pagerduty` - PagerDuty Events API v2
+                 *     * `opsgenie` - Opsgenie
+                 *     * `servicenow` - ServiceNow
+                 *     * `jira` - Jira Cloud
+                 *     * `email` - E-mail
+                 *     * `slack` - Slack incoming webhook
+                 */
+                kind?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A search term. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectorSpec"][];
+                };
+            };
+        };
+    };
     v1_me_retrieve: {
         parameters: {
             query?: never;
@@ -8428,8 +9657,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
@@ -8450,8 +9678,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
@@ -8478,8 +9705,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
@@ -8499,8 +9725,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A unique value identifying this node remediation settings. */
-                node: number;
+                node: string;
             };
             cookie?: never;
         };
@@ -11043,6 +12268,112 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+        };
+    };
+    v1_tickets_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description * `webhook` - Generic webhook (CloudEvents)
+                 *     * `pagerduty` - PagerDuty Events API v2
+                 *     * `opsgenie` - Opsgenie
+                 *     * `servicenow` - ServiceNow
+                 *     * `jira` - Jira Cloud
+                 *     * `email` - E-mail
+                 *     * `slack` - Slack incoming webhook
+                 */
+                connector?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
+                finding?: number;
+                incident_id?: number;
+                integration?: number;
+                key?: string;
+                node?: number;
+                /** @description Which field to use when ordering the results. */
+                ordering?: string;
+                /** @description A page number within the paginated result set. */
+                page?: number;
+                /** @description Number of results to return per page. */
+                page_size?: number;
+                /** @description A search term. */
+                search?: string;
+                /**
+                 * @description * `opening` - Opening
+                 *     * `open` - Open
+                 *     * `acknowledged` - Acknowledged
+                 *     * `in_progress` - In progress
+                 *     * `resolved` - Resolved
+                 */
+                state?: ("acknowledged" | "in_progress" | "open" | "opening" | "resolved")[];
+                /**
+                 * @description * `finding` - Finding
+                 *     * `incident` - Incident
+                 */
+                subject_kind?: "finding" | "incident";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaginatedTicketList"];
+                };
+            };
+        };
+    };
+    v1_tickets_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this ticket. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TicketDetail"];
+                };
+            };
+        };
+    };
+    v1_tickets_acknowledge_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this ticket. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["TicketAcknowledgeRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["TicketAcknowledgeRequest"];
+                "multipart/form-data": components["schemas"]["TicketAcknowledgeRequest"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
+                };
             };
         };
     };
