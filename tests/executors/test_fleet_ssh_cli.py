@@ -25,3 +25,23 @@ def test_progress_bar():
     assert progress_bar(0, 20) == "[" + "." * 30 + "] 0/20"
     assert progress_bar(10, 20) == "[" + "#" * 15 + "." * 15 + "] 10/20"
     assert progress_bar(20, 20).startswith("[" + "#" * 30 + "]")
+
+
+@pytest.mark.django_db
+def test_a_bootstrap_redelivered_after_its_worker_died_runs_nothing_twice():
+    from fleet.executors.choices import BootstrapState, RunState
+    from fleet.executors.models import BootstrapHost, BootstrapRun, SSHHost
+    from fleet.executors.services.bootstrap import bootstrap_execute
+    from tests.factories import PoolFactory
+
+    run = BootstrapRun.objects.create(pool=PoolFactory(), state=RunState.RUNNING, options={"server": "http://x"})
+    done = BootstrapHost.objects.create(run=run, host=SSHHost.objects.create(address="a", username="root"),
+                                        state=BootstrapState.DONE)
+    stuck = BootstrapHost.objects.create(run=run, host=SSHHost.objects.create(address="b", username="root"),
+                                         state=BootstrapState.INSTALLING)
+    run = bootstrap_execute(run_id=run.pk)
+    assert run.state == RunState.FINISHED
+    stuck.refresh_from_db()
+    done.refresh_from_db()
+    assert (stuck.state, done.state) == (BootstrapState.FAILED, BootstrapState.DONE)
+    assert "interrupted" in stuck.message

@@ -43,7 +43,8 @@ def test_cordon_drain_and_return(slurm, slurm_node):
 
     cordon = executor.start(ctx(slurm_node, "cordon", 0))
     assert cordon.status == "done", cordon.message
-    assert cordon.output["slurm_state"] in ("ALLOCATED+DRAIN", "MIXED+DRAIN")
+    base, *flags = cordon.output["slurm_state"].split("+")  # (a busy slurmd may add NOT_RESPONDING)
+    assert base in ("ALLOCATED", "MIXED") and "DRAIN" in flags
     assert cordon.output["slurm_reason"] == "fleet: INC-5 Xid 79 on GPU 3"
 
     drain = executor.start(ctx(slurm_node, "drain", 1))
@@ -51,7 +52,8 @@ def test_cordon_drain_and_return(slurm, slurm_node):
     assert drain.output["jobs"] == [job]
     done = wait_for(lambda: (o := executor.poll(ctx(slurm_node, "drain", 1))).status == "done" and o,
                     timeout=60, interval=1, what="Slurm to report the node drained")
-    assert done.output["slurm_state"] == "IDLE+DRAIN" and "drained" in done.message
+    assert done.output["slurm_state"].startswith("IDLE+") and "DRAIN" in done.output["slurm_state"].split("+")
+    assert "drained" in done.message
 
     back = executor.start(ctx(slurm_node, "return_to_service", 2))
     assert back.status == "done", back.message
@@ -71,7 +73,7 @@ def test_through_the_controller_over_ssh(slurm, sshd):
     executor = SlurmExecutor()
     cordon = executor.start(ctx(node, "cordon", 0))
     assert cordon.status == "done", cordon.message
-    assert slurm.state().endswith("+DRAIN")
+    assert "DRAIN" in slurm.state().split("+")
     time.sleep(0.5)
     assert executor.start(ctx(node, "return_to_service", 1)).status == "done"
     assert "DRAIN" not in slurm.state()

@@ -210,3 +210,15 @@ def test_hooks_run_by_name_only(sshd, trusted_host, admin, tmp_path, settings):
     with pytest.raises(Exception, match="hook name"):
         ssh_actions.ssh_action_request(host=trusted_host, kind="run_hook", params={"name": "../../bin/sh"},
                                        actor=admin)
+
+
+def test_a_host_behind_a_jump_host(sshd, trusted_host, admin):
+    """The target is reached through the (pinned) jump host's forwarding; its own key is scanned and pinned too."""
+    behind = ssh_host_create(actor=admin, address="localhost", port=sshd.port, username=sshd.user,
+                             key=trusted_host.key, jump_host=trusted_host)
+    assert behind.offered_fingerprint == fingerprint(sshd.host_public_key)  # scanned through the jump host
+    behind = ssh_host_pin(host=behind, actor=admin, public_key=sshd.host_public_key, source="test")
+    action, _ = ssh_actions.ssh_action_request(host=behind, kind="diagnose", params={}, actor=admin)
+    action = ssh_actions.ssh_action_execute(action_id=action.pk)
+    assert action.state == SSHActionState.DONE, action.message
+    assert "Accepted publickey" in sshd.log() and sshd.log().count("Accepted publickey") >= 2

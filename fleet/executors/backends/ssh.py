@@ -19,6 +19,7 @@ from ..models import SSHAction, SSHHost
 from ..services.ssh_actions import ssh_action_execute, ssh_action_request, ssh_rebooted
 
 REBOOT_POLL = timedelta(seconds=30)
+HOOK_TIMEOUT_S = 200  # below the worker's soft time limit (240 s by default)
 # Failures only an operator can clear: retrying them would just fail again.
 OPERATOR_CODES = frozenset({ssh.HOST_KEY_CHANGED, ssh.HOST_KEY_UNCONFIRMED, ssh.AUTH_FAILED})
 HOOK_KINDS = frozenset({steps.CORDON, steps.DRAIN, steps.RETURN_TO_SERVICE})
@@ -39,7 +40,9 @@ class SSHExecutor:
                 return steps.StepOutcome.failed("reset_gpu needs a GPU: the finding names none and the step has no "
                                                 "gpu_index")
             return SSHActionKind.GPU_RESET, {"gpu_index": index}
-        return SSHActionKind.RUN_HOOK, {"name": ctx.params.get("hook") or ctx.kind}
+        # The step runs inside the engine's worker task: a hook gets at most HOOK_TIMEOUT_S there.
+        timeout = min(int(ctx.params.get("timeout_s", HOOK_TIMEOUT_S)), HOOK_TIMEOUT_S)
+        return SSHActionKind.RUN_HOOK, {"name": ctx.params.get("hook") or ctx.kind, "timeout_s": timeout}
 
     def start(self, ctx: steps.StepContext) -> steps.StepOutcome:
         host = SSHHost.objects.filter(node_id=ctx.node_id).first() if ctx.node_id else None

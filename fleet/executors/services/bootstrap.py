@@ -224,6 +224,13 @@ def bootstrap_execute(*, run_id: int, on_progress: Callable[[BootstrapHost], Non
     write happens here, in the calling thread, as progress arrives (Django connections are per thread)."""
     with transaction.atomic():
         run = BootstrapRun.objects.select_for_update().get(pk=run_id)
+        if run.state == RunState.RUNNING:
+            # Handed out again after the worker running it died: what was in flight is not run twice.
+            for row in run.hosts.exclude(state__in=sorted(BOOTSTRAP_FINISHED)).select_related("host"):
+                _apply(row, Progress(row.pk, str(row.host), BootstrapState.FAILED,
+                                     "interrupted: the worker running this bootstrap stopped; run it again (hosts "
+                                     "already installed are left alone)"), on_progress)
+            return _finish(run)
         if run.state != RunState.QUEUED:
             return run
         run.state, run.started_at = RunState.RUNNING, timezone.now()
