@@ -11,9 +11,10 @@ from tests.processes import running
 from tests.sshd import free_ports
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def celery_worker(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A real `celery worker` process, consuming the real broker, writing to the test database."""
+    """A real `celery worker` process, consuming the real broker, writing to the test database. One per module
+    (purging the queue when it starts), so no worker is left consuming while other modules run their own."""
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "INFO",
                "--without-gossip", "--without-mingle", "--without-heartbeat", "--purge", "-n", "test@%h"]
