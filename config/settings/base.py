@@ -283,8 +283,9 @@ REMEDIATION_STEP_LEASE_S = env_int("REMEDIATION_STEP_LEASE_S", CELERY_TASK_TIME_
 REMEDIATION_EXECUTOR_MODULES = env_list("REMEDIATION_EXECUTOR_MODULES", [])
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
 AGENT_WHEEL_DIR = env_str("AGENT_WHEEL_DIR", str(BASE_DIR / "build" / "agent-wheels"))
-# Executors (docs/executors.md). Fernet key(s) that encrypt stored SSH keys and executor credentials; the
-# embedded default generates one under var/, production must set it before storing any.
+# Executors (docs/executors.md). Their secrets are encrypted under FLEET_ENCRYPTION_KEYS like every other secret
+# (fleet/core/crypto.py). FLEET_SECRETS_KEY, the executors' own key setting before, is still read as extra
+# decryption keys (and as the encryption key where FLEET_ENCRYPTION_KEYS is empty) until reencrypt_secrets ran.
 FLEET_SECRETS_KEY = env_str("FLEET_SECRETS_KEY", "")
 SSH_CONNECT_TIMEOUT_S = env_int("SSH_CONNECT_TIMEOUT_S", 15)
 # An ssh-agent socket for hosts registered without a stored key ("use the agent").
@@ -316,7 +317,8 @@ else:
                           "LOCATION": str(VAR_DIR / "cache")}}
 
 # --- Integrations (docs/integrations.md) ----------------------------------------------------------
-# Fernet keys for credentials at rest, newest first; local and test settings generate one under FLEET_VAR_DIR.
+# Fernet keys for every secret at rest (integration credentials, SSH keys, executor credentials; fleet/core/crypto),
+# newest first; local and test settings generate one under FLEET_VAR_DIR.
 FLEET_ENCRYPTION_KEYS = env_list("FLEET_ENCRYPTION_KEYS", [])
 INTEGRATIONS_MAX_ATTEMPTS = env_int("INTEGRATIONS_MAX_ATTEMPTS", 20)
 INTEGRATIONS_BACKOFF_BASE_S = env_int("INTEGRATIONS_BACKOFF_BASE_S", 10)

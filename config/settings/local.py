@@ -8,5 +8,3 @@ DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR)
 API_DOCS_PUBLIC = env_bool("API_DOCS_PUBLIC", True)
 FLEET_ENCRYPTION_KEYS = FLEET_ENCRYPTION_KEYS or [local_encryption_key(VAR_DIR)]
-# Executors keep their own key setting; locally both use the one generated key.
-FLEET_SECRETS_KEY = env_str("FLEET_SECRETS_KEY") or FLEET_ENCRYPTION_KEYS[0]

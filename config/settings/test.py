@@ -5,8 +5,6 @@ from .base import DATABASES, FLEET_ENCRYPTION_KEYS, VAR_DIR
 from .env import env_bool, local_encryption_key
 
 SECRET_KEY = "test-only-not-secret"  # noqa: S105
-# A fixed Fernet key, so child processes (a worker, gunicorn) read what the test process stored.
-FLEET_SECRETS_KEY = "dGVzdC1vbmx5LWZsZWV0LXNlY3JldHMta2V5LTMyYiE="  # noqa: S105
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if env_bool("FLEET_TEST_REAL_PASSWORD_HASHER", False):

@@ -8,11 +8,15 @@ class ExecutorsConfig(AppConfig):
 
     def ready(self):
         from fleet.core.audit import audit_exempt
+        from fleet.core.crypto import encrypted_field_register
 
         from . import models as m
         from .backends import register_all
 
         register_all()
+        for model, field in ((m.SSHKey, "private_key_encrypted"), (m.BootstrapRun, "token_encrypted"),
+                             (m.ExecutorConfig, "secret_encrypted")):
+            encrypted_field_register(model, field)
         # The action channel rides the agents' report answers: telemetry calls these, never imports this app.
         from fleet.telemetry.api.views import report_answer_register
         from fleet.telemetry.authentication import pending_for_node_sql_register

@@ -18,7 +18,7 @@ from .choices import (
 
 
 class SSHKey(models.Model):
-    """A private key the control plane logs in with, encrypted at rest (FLEET_SECRETS_KEY). Only the public half
+    """A private key the control plane logs in with, encrypted at rest (FLEET_ENCRYPTION_KEYS). Only the public half
     and its fingerprint are ever shown."""
 
     name = models.CharField(max_length=100, unique=True)

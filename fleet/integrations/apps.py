@@ -8,6 +8,7 @@ class IntegrationsConfig(AppConfig):
 
     def ready(self):
         from fleet.core.audit import audit_exempt, audit_register
+        from fleet.core.crypto import encrypted_field_register
         from fleet.remediation.executors import register
         from fleet.telemetry.metrics import gauge_source_register
 
@@ -22,6 +23,7 @@ class IntegrationsConfig(AppConfig):
         # the delivery log itself.
         audit_register(m.RoutingRule)
         audit_exempt(m.Integration, m.Ticket, m.TicketUpdate, m.OutboxMessage, m.DeliveryAttempt, m.DeliveryCounter)
+        encrypted_field_register(m.Integration, "secrets_encrypted")
         register(TicketExecutor())
         gauge_source_register(integration_metrics)
         for prefix in ("incident.", "circuit_breaker.", "ticket."):

@@ -15,8 +15,9 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from fleet.core import crypto
 from fleet.core.models import AuditEntry
-from fleet.executors import secrets, tasks
+from fleet.executors import tasks
 from fleet.executors.choices import BootstrapState, HostKeyState, RunState
 from fleet.executors.models import BootstrapHost, BootstrapRun, SSHHost
 from fleet.executors.services.bootstrap import BootstrapOptions, bootstrap_create, bootstrap_execute
@@ -65,7 +66,7 @@ def test_bootstrap_installs_then_twenty_hosts_show_progress_and_fail_alone(agent
 
     # One host for real: install.sh from the live server installs and enrols the agent.
     run = bootstrap_create(actor=operator, pool=pool, hosts=[first], server_url=live_server.url, options=install)
-    token_key = secrets.decrypt(run.token_encrypted).decode()
+    token_key = crypto.decrypt(run.token_encrypted).decode()
     run = bootstrap_execute(run_id=run.pk)
     row = BootstrapHost.objects.get(run=run)
     assert row.state == BootstrapState.DONE, f"{row.message}\n{row.output_tail}"

@@ -79,7 +79,7 @@ def test_bad_configuration_is_a_400_naming_the_field_and_stores_nothing(admin_ap
 
 
 def test_updating_secrets_replaces_only_the_names_given(admin_api):
-    from fleet.integrations.crypto import secrets_decrypt
+    from fleet.core.crypto import decrypt_json as secrets_decrypt
 
     created = _create(admin_api, {**WEBHOOK, "secrets": {"signing_secret": "one", "inbound_secret": "two"}}).json()
     url = f"/api/v1/integrations/{created['id']}/"
@@ -186,7 +186,8 @@ def test_credentials_survive_a_key_rotation(admin_api, settings):
     from cryptography.fernet import Fernet
     from django.core.management import call_command
 
-    from fleet.integrations.crypto import SecretsUnreadable, secrets_decrypt
+    from fleet.core.crypto import SecretsUnreadable
+    from fleet.core.crypto import decrypt_json as secrets_decrypt
 
     _create(admin_api)
     old = settings.FLEET_ENCRYPTION_KEYS[0]

@@ -34,7 +34,7 @@ def _point_at(integration, **config):
 
 
 def _hook_at(integration, url):
-    from fleet.integrations.crypto import secrets_encrypt
+    from fleet.core.crypto import encrypt_json as secrets_encrypt
     from fleet.integrations.models import Integration
 
     Integration.objects.filter(pk=integration.pk).update(secrets_encrypted=secrets_encrypt({"webhook_url": url}))

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
+from fleet.core import crypto
 from fleet.core.api.errors import DomainError
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
@@ -34,7 +35,7 @@ from fleet.inventory.models import Node
 from fleet.telemetry.services.enrollment import enrollment_token_create, enrollment_token_revoke
 from fleet_agent.protocol import ACTION_KINDS
 
-from .. import secrets, ssh
+from .. import ssh
 from ..choices import BOOTSTRAP_FINISHED, BootstrapState, RunState
 from ..models import BootstrapHost, BootstrapRun, SSHHost
 from .ssh_hosts import ssh_target
@@ -121,7 +122,7 @@ def bootstrap_create(*, actor, pool, hosts: list[SSHHost], server_url: str, opti
             pool=pool, options={**asdict(options), "allow_actions": list(options.allow_actions),
                                 "server": server_url.rstrip("/"), "agent_version": version},
             concurrency=concurrency, host_timeout_s=host_timeout_s, enrollment_token=token,
-            token_encrypted=secrets.encrypt(key), created_by=actor if getattr(actor, "is_authenticated", False)
+            token_encrypted=crypto.encrypt(key), created_by=actor if getattr(actor, "is_authenticated", False)
             else None)
         BootstrapHost.objects.bulk_create([BootstrapHost(run=run, host=host) for host in hosts])
         audit_record(actor=actor, action=AuditEntry.Action.CREATE, instance=run,
@@ -244,7 +245,7 @@ def bootstrap_execute(*, run_id: int, on_progress: Callable[[BootstrapHost], Non
             jobs.append((row.pk, ssh_target(row.host)))
         except ssh.SSHFailure as failure:
             _apply(row, Progress(row.pk, str(row.host), BootstrapState.FAILED, failure.message), on_progress)
-    token = secrets.decrypt(run.token_encrypted).decode() if jobs else ""
+    token = crypto.decrypt(run.token_encrypted).decode() if jobs else ""
     updates: queue.Queue = queue.Queue()
     failure: list[BaseException] = []
 

@@ -12,10 +12,10 @@ import urllib.parse
 from django.db import transaction
 from rest_framework.exceptions import ValidationError
 
+from fleet.core import crypto
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
 
-from .. import secrets
 from ..choices import ConfiguredExecutor
 from ..models import ExecutorConfig, SSHHost
 
@@ -148,7 +148,7 @@ def executor_config_save(*, actor, pool, executor: str, settings: dict, secret: 
         config = instance or ExecutorConfig(pool=pool, executor=executor)
         config.pool, config.executor, config.settings = pool, executor, cleaned
         if secret:
-            config.secret_encrypted = secrets.encrypt(secret)
+            config.secret_encrypted = crypto.encrypt(secret)
         config.save()
         audit_record(actor=actor, action=AuditEntry.Action.UPDATE if before else AuditEntry.Action.CREATE,
                      instance=config, before=before, after=_snapshot(config),
@@ -169,7 +169,7 @@ def executor_config_for(*, node, executor: str) -> ExecutorConfig | None:
 
 
 def executor_secret(config: ExecutorConfig) -> str:
-    return secrets.decrypt(config.secret_encrypted).decode() if config.secret_encrypted else ""
+    return crypto.decrypt(config.secret_encrypted).decode() if config.secret_encrypted else ""
 
 
 def node_name(node, config: ExecutorConfig) -> str:

@@ -11,11 +11,12 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
+from fleet.core import crypto
 from fleet.core.api.errors import DomainError
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
 
-from .. import secrets, ssh
+from .. import ssh
 from ..choices import HostKeyState
 from ..models import SSHHost, SSHKey
 
@@ -38,7 +39,7 @@ def _store_key(*, actor, name: str, private: asyncssh.SSHKey, note: str) -> SSHK
     with transaction.atomic():
         key = SSHKey.objects.create(
             name=name, public_key=public, fingerprint=private.get_fingerprint("sha256"),
-            private_key_encrypted=secrets.encrypt(private.export_private_key("openssh")),
+            private_key_encrypted=crypto.encrypt(private.export_private_key("openssh")),
             created_by=actor if getattr(actor, "is_authenticated", False) else None)
         audit_record(actor=actor, action=AuditEntry.Action.CREATE, instance=key, note=note,
                      after={"name": key.name, "fingerprint": key.fingerprint, "public_key": key.public_key})
@@ -220,7 +221,7 @@ def ssh_target(host: SSHHost, *, _depth: int = 0) -> ssh.Target:
                   HostKeyState.UNKNOWN: "its host key has not been scanned and confirmed"}[host.host_key_state]
         code = ssh.HOST_KEY_CHANGED if host.host_key_state == HostKeyState.CHANGED else ssh.HOST_KEY_UNCONFIRMED
         raise ssh.SSHFailure(code, f"{host}: not connecting, {detail}")
-    private = secrets.decrypt(host.key.private_key_encrypted) if host.key_id else None
+    private = crypto.decrypt(host.key.private_key_encrypted) if host.key_id else None
     jump = ssh_target(host.jump_host, _depth=_depth + 1) if host.jump_host_id else None
     return ssh.Target(address=host.address, port=host.port, username=host.username, host_key=host.host_key,
                       private_key=private, agent_path=settings.SSH_AUTH_SOCK if private is None else "", jump=jump)

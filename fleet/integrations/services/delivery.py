@@ -28,6 +28,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from fleet.core.api.errors import DomainError
+from fleet.core.crypto import decrypt_json
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
 from fleet.health.models import Finding
@@ -46,7 +47,6 @@ from ..connectors import connector_for
 from ..connectors.base import DeliveryError, Envelope, SendResult, TicketRef
 from ..connectors.http import Http
 from ..content import acknowledgement_content, finding_content, test_content
-from ..crypto import secrets_decrypt
 from ..models import DeliveryAttempt, DeliveryCounter, OutboxMessage, Ticket, TicketUpdate
 from .outbox import ticket_state_set
 
@@ -142,7 +142,7 @@ def message_deliver(*, message_id: int, now: datetime | None = None) -> str:
     http = None
     try:
         connector = connector_for(integration.kind)
-        secrets = secrets_decrypt(integration.secrets_encrypted)
+        secrets = decrypt_json(integration.secrets_encrypted)
         if message.payload is None:
             message.payload = message_render(message, now)
             OutboxMessage.objects.filter(pk=message.pk).update(payload=message.payload)

@@ -18,11 +18,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework import exceptions
 
+from fleet.core.crypto import decrypt_json
+
 from ..choices import TicketState, UpdateSource
 from ..connectors import connector_for
 from ..connectors.base import InboundRejected, InboundUpdate
 from ..connectors.webhook import generic_update
-from ..crypto import secrets_decrypt
 from ..models import Integration, Ticket, TicketUpdate
 from ..signals import ticket_updated
 from .integrations import inbound_token_matches
@@ -63,7 +64,7 @@ def inbound_authenticate(*, inbound_id: str, headers: dict[str, str], body: byte
             raise InboundUnauthorized()
     else:
         connector = connector_for(integration.kind)
-        secret = secrets_decrypt(integration.secrets_encrypted).get(connector.inbound_secret) \
+        secret = decrypt_json(integration.secrets_encrypted).get(connector.inbound_secret) \
             if connector.inbound_secret else ""
         if not secret or not connector.verify_signature(headers=headers, body=body, secret=secret, now=now):
             raise InboundUnauthorized()

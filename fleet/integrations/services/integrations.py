@@ -8,12 +8,12 @@ import secrets as pysecrets
 from django.db import transaction
 from rest_framework import serializers
 
+from fleet.core.crypto import decrypt_json, encrypt_json
 from fleet.core.models import AuditEntry
 from fleet.core.secrets import hash_secret, new_secret
 from fleet.core.services import audit_record
 
 from ..connectors import connector_for
-from ..crypto import secrets_decrypt, secrets_encrypt
 from ..models import DeliveryCounter, Integration
 
 INBOUND_TOKEN_PREFIX = "fit_"
@@ -81,7 +81,7 @@ def config_validate(*, kind: str, config) -> dict:
 
 
 def _store_secrets(integration: Integration, values: dict) -> None:
-    integration.secrets_encrypted = secrets_encrypt(values)
+    integration.secrets_encrypted = encrypt_json(values)
     integration.secret_names = sorted(values)
 
 
@@ -110,7 +110,7 @@ def integration_update(*, integration: Integration, data: dict, secrets: dict | 
             if name in _FIELDS:
                 setattr(integration, name, value)
         if secrets is not None:
-            values = secrets_validate(kind=integration.kind, current=secrets_decrypt(integration.secrets_encrypted),
+            values = secrets_validate(kind=integration.kind, current=decrypt_json(integration.secrets_encrypted),
                                       changes=secrets)
             _store_secrets(integration, values)
         integration.save()

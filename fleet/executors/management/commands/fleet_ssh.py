@@ -19,13 +19,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from rest_framework.exceptions import ValidationError
 
+from fleet.core.crypto import reencrypt_all
 from fleet.inventory.models import Pool
 from fleet_agent.protocol import ACTION_KINDS
 
 from ...choices import BOOTSTRAP_FINISHED, BootstrapState, HostKeyState
 from ...models import BootstrapHost, BootstrapRun, SSHHost, SSHKey
 from ...services.bootstrap import BootstrapOptions, bootstrap_create, bootstrap_execute, bootstrap_summary
-from ...services.secrets_rotation import secrets_rotate
 from ...services.ssh_hosts import ssh_host_confirm, ssh_host_create, ssh_host_pin, ssh_host_scan, ssh_host_update
 
 LINE = re.compile(r"^(?:(?P<user>[^@\s:]+)@)?(?P<address>\[[^\]]+\]|[^\s:@]+)(?::(?P<port>\d+))?$")
@@ -110,12 +110,13 @@ class Command(BaseCommand):
         boot.add_argument("--python", default="", help="install.sh --python PATH")
         boot.add_argument("--no-systemd", action="store_true", help="install.sh --no-systemd")
         boot.add_argument("--force", action="store_true", help="run install.sh even where the agent is current")
-        sub.add_parser("rotate-secrets", help="re-encrypt stored secrets under the first FLEET_SECRETS_KEY")
+        sub.add_parser("rotate-secrets", help="re-encrypt every stored secret under the first key of "
+                       "FLEET_ENCRYPTION_KEYS (the same as manage.py reencrypt_secrets)")
 
     def handle(self, *args, **options):
         actor = CommandActor("manage.py fleet_ssh")
         if options["subcommand"] == "rotate-secrets":
-            counts = secrets_rotate()
+            counts = reencrypt_all()
             self.stdout.write(", ".join(f"{name}: {count}" for name, count in counts.items()) + " re-encrypted")
             return
         self._bootstrap(actor, options)
