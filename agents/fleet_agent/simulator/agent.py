@@ -88,6 +88,10 @@ class SimulatedVolumes:
         if event is not None:
             event.set()
 
+    def release_all(self) -> None:
+        for mount in list(self._hung):
+            self.release(mount)
+
     def statvfs(self, path: str) -> os.statvfs_result:
         relative = "/" + str(Path(path).relative_to(self.host_root)).lstrip(".")
         mount = relative.rstrip("/") or "/"
@@ -636,4 +640,5 @@ class SimulatedAgent:
         return self.spool.ack(sequence)
 
     def close(self) -> None:
+        self.volumes.release_all()  # let a probe blocked on a "hung" volume return
         self.spool.close()

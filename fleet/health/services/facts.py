@@ -31,8 +31,10 @@ NODE_STATUS_FIELDS = [
     "node_id", "received_at", "interval_s", "silent", "silent_since", "nvml_status", "nvml_message",
     "gpu_count_seen", "cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "load1", "disk_await_ms_max",
     "disk_util_pct_max", "tcp_retrans_pct", "notice_kind", "notice_deadline", "checkpoint_age_s",
+    "collected_at",
 ]
-NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint"]
+# `system` (the report's whole section) feeds the host rules (rules/host.py).
+NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint", "system"]
 GPU_STATUS_FIELDS = [
     "gpu_id", "node_id", "collected_at", "lost", "utilization_gpu_pct", "memory_used_bytes", "memory_total_bytes",
     "temperature_c", "power_draw_w", "power_limit_w", "sm_clock_mhz", "clock_event_reasons_mask",
