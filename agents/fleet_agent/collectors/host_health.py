@@ -68,11 +68,22 @@ class _Timex(ctypes.Structure):
     ]
 
 
+_LIBC: list = []  # the loaded C library, once (find_library may run ldconfig: never per cycle)
+
+
+def _libc():
+    if not _LIBC:
+        try:
+            _LIBC.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True))
+        except OSError:
+            _LIBC.append(None)
+    return _LIBC[0]
+
+
 def kernel_timex() -> dict | None:
     """The kernel's NTP state via ``adjtimex`` (read only): state, status bits, maxerror (µs), offset (s)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
+    libc = _libc()
+    if libc is None:
         return None
     timex = _Timex()
     timex.modes = 0  # read only: nothing is changed
@@ -214,15 +225,19 @@ class HostHealthCollector:
             return None
         stuck: dict[int, str] = {}
         scanned = 0
+        root = str(self.proc_root)
         for entry in entries:
             if not entry.isdigit():
                 continue
             scanned += 1
             if scanned > MAX_PIDS:
                 break
-            try:
-                with open(self.proc_root / entry / "stat", "rb") as fh:
-                    stat = fh.read(512)
+            try:  # raw os calls: this loop runs over every process, a Path and a file object each cost more
+                fd = os.open(f"{root}/{entry}/stat", os.O_RDONLY)
+                try:
+                    stat = os.read(fd, 512)
+                finally:
+                    os.close(fd)
             except OSError:
                 continue  # exited meanwhile
             # "pid (comm) S ...": comm may hold spaces and parentheses, so split at the last ')'.
