@@ -56,9 +56,11 @@ def test_a_healthy_host_opens_nothing():
 
 def test_host_memory_exhausted_by_available_memory_or_by_stall():
     node = healthy_node()
+    # Ingestion stores MemTotal / MemAvailable as columns too (the rule reads those).
     result = lifecycle("host_memory_exhausted", node,
-                       fault=lambda at: set_status(node, system=_system(mem_available_bytes=10 * GIB)),
-                       clear=lambda at: set_status(node, system=_system()))
+                       fault=lambda at: set_status(node, mem_total_bytes=1024 * GIB, mem_available_bytes=10 * GIB,
+                                                   system=_system(mem_available_bytes=10 * GIB)),
+                       clear=lambda at: set_status(node, mem_available_bytes=600 * GIB, system=_system()))
     finding = result.opened
     assert (finding.step, finding.layer, finding.responsible_party, finding.severity) == (
         "capacity", "application", "us", "critical")
