@@ -69,7 +69,7 @@ def _report_age_s(node, ctx, stamp: str | None) -> float | None:
     own collection time (both agent clock) plus the report's age on the server (both server clock)."""
     status = node.status
     moment = parse_datetime(stamp) if isinstance(stamp, str) else None
-    collected, received = status.get("collected_at"), status.get("received_at")
+    collected, received = status.get("collected_at_oom"), status.get("received_at")
     if moment is None or not isinstance(collected, datetime) or not isinstance(received, datetime):
         return None
     return max(0.0, (collected - moment).total_seconds()) + max(0.0, (ctx.now - received).total_seconds())
@@ -129,34 +129,37 @@ def _ignored(mount: str, params) -> bool:
     return any(mount == prefix or mount.startswith(prefix.rstrip("/") + "/") for prefix in params["ignore_mounts"])
 
 
-def _volumes(node) -> list[dict] | None:
+def _volumes(node) -> list | None:
     system = _system(node)
-    if system is None or system.get("volumes") is None:
-        return None
-    return [v for v in system["volumes"] if isinstance(v, dict) and v.get("mount")]
+    return None if system is None else system.get("volumes")
+
+
+# The three volume checks run on every node of the fleet: the healthy path is one comparison per volume, the
+# ignore list and the summary are looked at only for a volume that trips.
 
 
 def _volume_full(node, params, ctx):
     volumes = _volumes(node)
     if volumes is None:
         return None
-    found = []
+    threshold, found = params["used_pct"], []
     for volume in volumes:
-        mount = volume["mount"]
-        if _ignored(mount, params):
-            continue
         used, inodes = volume.get("used_pct"), volume.get("inodes_used_pct")
+        if (used is None or used < threshold) and (inodes is None or inodes < threshold):
+            continue
+        mount = volume.get("mount")
+        if not mount or _ignored(mount, params):
+            continue
         reasons = []
-        if used is not None and used >= params["used_pct"]:
+        if used is not None and used >= threshold:
             reasons.append(f"{used:.1f} % of its space used")
-        if inodes is not None and inodes >= params["used_pct"]:
+        if inodes is not None and inodes >= threshold:
             reasons.append(f"{inodes:.1f} % of its inodes used")
-        if reasons:
-            found.append(Observation(
-                summary=f"Volume {mount} ({volume.get('fs_type')}) is full: " + " and ".join(reasons)
-                        + f" (threshold {params['used_pct']:g} %) — checkpoints and logs can no longer be written",
-                subject=_volume_subject(mount),
-                values={**volume, "threshold_pct": params["used_pct"]}))
+        found.append(Observation(
+            summary=f"Volume {mount} ({volume.get('fs_type')}) is full: " + " and ".join(reasons)
+                    + f" (threshold {threshold:g} %) — checkpoints and logs can no longer be written",
+            subject=_volume_subject(mount),
+            values={**volume, "threshold_pct": threshold}))
     return found
 
 
@@ -164,11 +167,18 @@ def _volume_read_only(node, params, ctx):
     volumes = _volumes(node)
     if volumes is None:
         return None
-    return [Observation(
-        summary=f"Volume {v['mount']} ({v.get('fs_type')}, {v.get('source') or '?'}) is mounted read-only — "
-                "the kernel remounts a file system read-only after I/O or journal errors",
-        subject=_volume_subject(v["mount"]), values=v)
-        for v in volumes if v.get("read_only") and not _ignored(v["mount"], params)]
+    found = []
+    for volume in volumes:
+        if not volume.get("read_only"):
+            continue
+        mount = volume.get("mount")
+        if not mount or _ignored(mount, params):
+            continue
+        found.append(Observation(
+            summary=f"Volume {mount} ({volume.get('fs_type')}, {volume.get('source') or '?'}) is mounted read-only "
+                    "— the kernel remounts a file system read-only after I/O or journal errors",
+            subject=_volume_subject(mount), values=volume))
+    return found
 
 
 def _volume_hung(node, params, ctx):
@@ -180,12 +190,15 @@ def _volume_hung(node, params, ctx):
         stalled = volume.get("stalled_s")
         if not (volume.get("hung") or (stalled is not None and stalled >= params["stalled_s"])):
             continue
+        mount = volume.get("mount")
+        if not mount:
+            continue
         kind = "network volume" if volume.get("network") else "volume"
         found.append(Observation(
-            summary=f"The {kind} {volume['mount']} ({volume.get('fs_type')}, {volume.get('source') or '?'}) does "
+            summary=f"The {kind} {mount} ({volume.get('fs_type')}, {volume.get('source') or '?'}) does "
                     f"not answer: a statvfs has been waiting {stalled or 0:.0f} s — every job touching it hangs "
                     "(checkpoints, datasets)",
-            subject=_volume_subject(volume["mount"]), values=volume))
+            subject=_volume_subject(mount), values=volume))
     return found
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from django.db.models import Avg, Case, Count, F, Max, Q, TextField, When
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
+from django.db.models.lookups import IsNull
 
 from fleet.billing.selectors import checkpoint_policy_for_nodes
 from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS, STACK_LIST_FIELDS
@@ -32,7 +33,7 @@ NODE_STATUS_FIELDS = [
     "node_id", "received_at", "interval_s", "silent", "silent_since", "nvml_status", "nvml_message",
     "gpu_count_seen", "cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "load1", "disk_await_ms_max",
     "disk_util_pct_max", "tcp_retrans_pct", "notice_kind", "notice_deadline", "checkpoint_age_s",
-    "collected_at", "mem_total_bytes", "mem_available_bytes",
+    "mem_total_bytes", "mem_available_bytes",
 ]
 NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint"]
 # What the host rules (rules/host.py) read of the stored `system` section: only these keys are selected (the
@@ -121,10 +122,15 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     json_columns = {f"{name}_text": _as_text(name) for name in NODE_STATUS_JSON_FIELDS}
     # When the report carrying a notice was taken (node clock); read only for the few nodes with a notice.
     notice_at = Case(When(~Q(notice_kind=""), then=F("collected_at")), default=None)
+    # Likewise for the few nodes that report an OOM kill (the host rule measures its age from the report's time).
+    # (The key as text is SQL NULL both when it is absent and when it is JSON null.)
+    oom_reported_at = Case(When(IsNull(KeyTextTransform("oom_kill_last_at", "system"), False),
+                                then=F("collected_at")), default=None)
     system_columns = _system_columns()
-    statuses = _scoped(NodeStatus.objects.order_by(), node_ids).annotate(**json_columns, **system_columns,
-                                                                         notice_reported_at=notice_at)
-    for status in statuses.values(*NODE_STATUS_FIELDS, *json_columns, *system_columns, "notice_reported_at"):
+    statuses = _scoped(NodeStatus.objects.order_by(), node_ids).annotate(
+        **json_columns, **system_columns, notice_reported_at=notice_at, collected_at_oom=oom_reported_at)
+    for status in statuses.values(*NODE_STATUS_FIELDS, *json_columns, *system_columns, "notice_reported_at",
+                                  "collected_at_oom"):
         node = facts.get(status["node_id"])
         if node is not None:
             for name in NODE_STATUS_JSON_FIELDS:
