@@ -201,3 +201,13 @@ def test_host_scenarios_produce_valid_reports_that_show_the_fault(name, tmp_path
         assert before != during
     finally:
         agent.close()
+
+
+def test_the_host_mount_table_of_init_wins_over_the_agents_own(tmp_path):
+    """In a container given the host's /proc, self/ is the container's table and 1/ the host's."""
+    collector = _collector(tmp_path)
+    (collector.proc_root / "1").mkdir()
+    (collector.proc_root / "1/mountinfo").write_text(
+        "29 1 259:2 / / rw,relatime shared:1 - xfs /dev/sda1 rw\n"
+        "40 29 259:9 / /scratch rw,relatime shared:2 - ext4 /dev/nvme3n1 rw\n")
+    assert [v["mount"] for v in collector.collect()["volumes"]] == ["/", "/scratch"]

@@ -1,7 +1,8 @@
 """Host checks beyond the load figures: data volumes, processes stuck on the GPU, the peer-memory module
 and the kernel's clock-sync state.
 
-* **Volumes** — every mount of a data file system in ``/proc/self/mountinfo`` (ext4, xfs, btrfs, zfs,
+* **Volumes** — every mount of a data file system in ``/proc/1/mountinfo`` (init's, i.e. the host's mount
+  table; ``/proc/self/mountinfo`` where that is not readable) (ext4, xfs, btrfs, zfs,
   NFS, Lustre, …; not pseudo, overlay or squashfs mounts): read-only flag, space and inode use from
   ``statvfs``. The ``statvfs`` runs in a worker thread per volume and the cycle never waits on it
   beyond ``probe_wait_s``: a probe still unanswered after ``hung_after_s`` marks the volume hung (an
@@ -160,11 +161,18 @@ class HostHealthCollector:
     # -- volumes --------------------------------------------------------------------------------
 
     def _mounts(self) -> list[tuple[str, str, str, bool]] | None:
-        path = self.proc_root / "self/mountinfo"
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as err:
-            self._warn("mountinfo", "cannot read %s: %s (volumes are reported as null)", path, err)
+        # The host's mount table is init's: an agent in a container with the host's /proc as proc_root sees the
+        # host's mounts there, and its own (container) table under self/. Fall back to self/ where 1/ is hidden.
+        text = None
+        for relative in ("1/mountinfo", "self/mountinfo"):
+            path = self.proc_root / relative
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+                break
+            except OSError as err:
+                error = err
+        if text is None:
+            self._warn("mountinfo", "cannot read %s: %s (volumes are reported as null)", path, error)
             return None
         mounts, seen = [], set()
         for line in text.splitlines():
