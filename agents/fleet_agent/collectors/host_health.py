@@ -4,8 +4,8 @@ and the kernel's clock-sync state.
 * **Volumes** — every mount of a data file system in ``/proc/1/mountinfo`` (init's, i.e. the host's mount
   table; ``/proc/self/mountinfo`` where that is not readable) (ext4, xfs, btrfs, zfs,
   NFS, Lustre, …; not pseudo, overlay or squashfs mounts): read-only flag, space and inode use from
-  ``statvfs``. The ``statvfs`` runs in a worker thread per volume and the cycle never waits on it
-  beyond ``probe_wait_s``: a probe still unanswered after ``hung_after_s`` marks the volume hung (an
+  ``statvfs``. The ``statvfs`` runs in a worker thread per volume and the cycle waits on them no longer
+  than ``probe_wait_s`` in all: a probe still unanswered after ``hung_after_s`` marks the volume hung (an
   NFS server gone away), and no second probe is started on it while the first is stuck.
 * **D state** — every ``scan_every`` cycles, ``/proc/<pid>/stat`` of every process (at most
   ``MAX_PIDS``); a process in uninterruptible sleep has its ``/proc/<pid>/fd`` links read (at most
@@ -197,13 +197,15 @@ class HostHealthCollector:
         if mounts is None:
             return None
         now = self._clock()
+        # The cycle waits probe_wait_s in all, however many volumes hang (not probe_wait_s for each).
+        deadline = time.monotonic() + self.probe_wait_s
         volumes = []
         for mount_point, fs_type, source, read_only in mounts:
             probe = self._probes.get(mount_point)
             if probe is None:
                 target = str(self.host_root / mount_point.lstrip("/"))
                 probe = self._probes[mount_point] = _Probe(target, self._statvfs, now)
-                probe.done.wait(self.probe_wait_s)
+                probe.done.wait(max(0.0, deadline - time.monotonic()))
             hung, stalled = False, None
             if probe.done.is_set():
                 del self._probes[mount_point]  # the next cycle starts a fresh probe
