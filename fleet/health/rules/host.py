@@ -89,7 +89,8 @@ def _oom_kill(node, params, ctx):
     return [Observation(
         summary=f"The kernel's OOM killer killed processes {age / 60:.0f} min ago"
                 + (f" ({system['oom_kills']} in the last report interval)" if system.get("oom_kills") else "")
-                + " — host memory ran out; a training process or data loader may be gone",
+                + " — host memory (or a container's memory limit) ran out; a training process or data loader may "
+                  "be gone",
         values={"oom_kill_last_at": last_at, "oom_kills_last_interval": system.get("oom_kills"),
                 "age_s": round(age), "window_s": params["window_s"], "mem_available_bytes": available,
                 "mem_total_bytes": total})]
@@ -283,7 +284,8 @@ RULES = [
         params=(Param("window_s", "integer", 1800, "How long after the last OOM kill the finding stays open",
                       minimum=60, maximum=7 * 86400),),
         description="The kernel's out-of-memory killer killed a process (the `oom_kill` counter of /proc/vmstat "
-                    "rose; the kernel log names the victim).",
+                    "rose; the kernel log names the victim). The counter counts container (memory cgroup) kills "
+                    "too: the kernel log line says which (`Memory cgroup out of memory` vs `Out of memory`).",
         remedy="read the OOM lines in the kernel log (`journalctl -k | grep -i 'killed process'`) for the victim, "
                "restart the job from its last checkpoint with a smaller host-memory footprint"),
     node_rule(
