@@ -178,7 +178,59 @@ class Fleet:
 
 
 NODE_FAULTS = ["nvml", "count", "steal", "tcp", "iowait", "pipeline", "drift", "cuda", "memory", "ecc", "pcie",
-               "thermal", "lost", "xid79", "xid13", "sxid", "notice", "silent", "checkpoint", "remap"]
+               "thermal", "lost", "xid79", "xid13", "sxid", "notice", "silent", "checkpoint", "remap",
+               # host checks (rules/host.py)
+               "host_memory", "oom", "swap", "volume_full", "volume_ro", "volume_hung", "d_state", "peermem",
+               "clock"]
+
+
+def _system(fault, rnd) -> dict:
+    """The report's `system` section as a current agent sends it (stored whole, read by the host rules): the
+    numbers differ per node, so no two nodes share the decoded JSON."""
+    volume = {"network": False, "read_only": False, "hung": False, "stalled_s": None, "inodes_used_pct": 2.0}
+    system = {
+        "cpu_busy_pct": round(rnd.uniform(10, 60), 2), "cpu_steal_pct": 0.1, "cpu_iowait_pct": 0.4,
+        "cpu_count": 192, "mem_total_bytes": 2 * 1024**4, "mem_available_bytes": rnd.randint(1024**4, 2 * 1024**4),
+        "load1": round(rnd.uniform(4, 40), 2), "load5": 12.0, "load15": 11.0,
+        "disks": [{"name": f"nvme{i}n1", "read_bytes_per_s": round(rnd.uniform(0, 2e8), 1),
+                   "write_bytes_per_s": round(rnd.uniform(0, 5e7), 1), "await_ms": 0.3, "util_pct": 10.0}
+                  for i in range(2)],
+        "tcp_retrans_pct": 0.02,
+        "pressure": {r: {"some_avg10": round(rnd.uniform(0, 2), 2), "full_avg10": 0.0}
+                     for r in ("cpu", "io", "memory")},
+        "swap_total_bytes": 0, "swap_free_bytes": 0, "swap_in_pages_per_s": 0.0, "swap_out_pages_per_s": 0.0,
+        "oom_kills": 0, "oom_kill_last_at": None,
+        "volumes": [
+            {**volume, "mount": "/", "fs_type": "ext4", "source": "/dev/nvme0n1p2", "size_bytes": 2 * 10**12,
+             "used_pct": round(rnd.uniform(20, 60), 2)},
+            {**volume, "mount": "/data", "fs_type": "xfs", "source": "/dev/nvme1n1", "size_bytes": 15 * 10**12,
+             "used_pct": round(rnd.uniform(20, 80), 2)},
+            {**volume, "mount": "/mnt/checkpoints", "fs_type": "nfs4", "source": "10.0.0.20:/export",
+             "network": True, "size_bytes": 10**14, "used_pct": 48.0},
+        ],
+        "gpu_d_state": [],
+        "peermem": {"module": "nvidia_peermem", "rdma_devices": 8, "nvidia_loaded": True},
+        "clock": {"synced": True, "maxerror_us": rnd.randint(1000, 20000), "offset_s": 0.00001},
+    }
+    if fault == "host_memory":
+        system["mem_available_bytes"] = 10 * 1024**3
+    elif fault == "oom":
+        system["oom_kills"], system["oom_kill_last_at"] = 1, (NOW - timedelta(minutes=5)).isoformat()
+    elif fault == "swap":
+        system["swap_in_pages_per_s"] = system["swap_out_pages_per_s"] = 20000.0
+    elif fault == "volume_full":
+        system["volumes"][1]["used_pct"] = 99.5
+    elif fault == "volume_ro":
+        system["volumes"][0]["read_only"] = True
+    elif fault == "volume_hung":
+        system["volumes"][2].update(hung=True, stalled_s=60.0)
+    elif fault == "d_state":
+        system["gpu_d_state"] = [{"pid": 4242, "name": "python", "devices": ["/dev/nvidia3", "/dev/nvidiactl"]}]
+    elif fault == "peermem":
+        system["peermem"]["module"] = None
+    elif fault == "clock":
+        system["clock"] = {"synced": False, "maxerror_us": 16_000_000, "offset_s": 0.0}
+    return system
 
 
 def _node_status(node, fault, rnd):
@@ -193,7 +245,7 @@ def _node_status(node, fault, rnd):
         load1=rnd.uniform(4, 40), disk_await_ms_max=rnd.uniform(0.1, 5), disk_util_pct_max=rnd.uniform(0, 30),
         tcp_retrans_pct=rnd.uniform(0, 0.2), lost_gpus=[],
         checkpoint_age_s=rnd.uniform(30, 600) if spot else None,
-        checkpoint={"dirs": ["/ckpt"]} if spot else {})
+        checkpoint={"dirs": ["/ckpt"]} if spot else {}, system=_system(fault, rnd))
     if fault == "nvml":
         status.nvml_status, status.nvml_message = "driver_not_loaded", "NVML: Driver Not Loaded"
     elif fault == "count":
@@ -308,6 +360,42 @@ def _cycle(label: str, now: datetime, node_ids=None) -> dict:
     return row
 
 
+HOST_RULES = ["host_memory_exhausted", "host_oom_kill", "swap_storm", "volume_full", "volume_read_only",
+              "volume_hung", "clock_unsynced", "peermem_missing", "gpu_d_state"]
+
+
+def _host_checks_share(now: datetime, runs: int = 3) -> tuple[float, float]:
+    """The steady cycle's CPU with and without the host rules (rules/host.py) and the `system` keys they load:
+    the baseline is the same cycle with those rules disabled and the keys not selected. Each cycle runs in a
+    rolled-back transaction, so both see the same state. Returns the best (with, without) CPU seconds."""
+    from django.db import transaction
+
+    from fleet.health.models import Rule
+    from fleet.health.services import facts
+    from fleet.health.services.evaluation import evaluate
+
+    def best() -> float:
+        times = []
+        for i in range(runs):
+            with transaction.atomic():
+                started = time.process_time()
+                evaluate(now=now + timedelta(seconds=15 * i))
+                times.append(time.process_time() - started)
+                transaction.set_rollback(True)
+        return min(times)
+
+    with_host = best()
+    saved = facts._system_columns, facts._system_facts
+    facts._system_columns, facts._system_facts = dict, lambda status, decode: {}
+    Rule.objects.filter(slug__in=HOST_RULES).update(enabled=False)
+    try:
+        without = best()
+    finally:
+        facts._system_columns, facts._system_facts = saved
+        Rule.objects.filter(slug__in=HOST_RULES).update(enabled=True)
+    return with_host, without
+
+
 def _naive(node_ids: list[int], now: datetime) -> dict:
     """The design the set-based cycle replaces: evaluate one node at a time."""
     from fleet.health.services.evaluation import evaluate
@@ -412,6 +500,10 @@ def main() -> None:
     large_first = _cycle(f"set-based cycle, {fleet.count} nodes (first)", NOW)
     large = _cycle(f"set-based cycle, {fleet.count} nodes (steady)", NOW + timedelta(seconds=15))
     _cycle(f"set-based cycle, {fleet.count} nodes (steady)", NOW + timedelta(seconds=30))
+    with_host, without_host = _host_checks_share(NOW + timedelta(seconds=45))
+    print(f"  host checks (9 rules + the system keys they load), {fleet.count} nodes: steady-cycle CPU "
+          f"{with_host * 1000:.0f} ms with, {without_host * 1000:.0f} ms without "
+          f"(+{(with_host - without_host) * 1000:.0f} ms, {with_host / without_host:.2f}×)", flush=True)
 
     print(f"summary (load average now {os.getloadavg()[0]:.2f}):", flush=True)
     print(f"  queries per cycle: {small_first['queries']}/{small['queries']} at {args.small} nodes, "

@@ -12,6 +12,7 @@ from typing import Any
 from fleet_agent.agent import AgentCore
 from fleet_agent.client import REPORTS_PATH, ControlPlaneClient
 from fleet_agent.collectors.checkpoint import CheckpointCollector
+from fleet_agent.collectors.host_health import HostHealthCollector
 from fleet_agent.collectors.stack import StackCollector
 from fleet_agent.collectors.system import SystemCollector
 from fleet_agent.config import Config
@@ -89,7 +90,10 @@ def make_core(
     return AgentCore(
         builder=builder,
         nvml=NvmlAdapter(nvml_module, expected_gpu_count=config.expected_gpus),
-        system=SystemCollector(config.proc_root),
+        system=SystemCollector(
+            config.proc_root,
+            host_health=HostHealthCollector(config.proc_root, sys_root=config.sys_root, host_root=config.host_root),
+        ),
         stack=StackCollector(host_root=config.host_root, proc_root=config.proc_root, python=config.python),
         kernel_log=make_kernel_log(kernel_log_source, kernel_log_state),
         cloud=make_cloud(config),

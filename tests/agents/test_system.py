@@ -105,6 +105,12 @@ def test_malformed_and_missing_files_give_nulls_not_a_crash(tmp_path, caplog):
         "disks": [],
         "tcp_retrans_pct": None,
         "pressure": None,
+        "swap_total_bytes": None,
+        "swap_free_bytes": None,
+        "swap_in_pages_per_s": None,
+        "swap_out_pages_per_s": None,
+        "oom_kills": None,
+        "oom_kill_last_at": None,
     }
     assert any("net/snmp" in r.getMessage() for r in caplog.records)
 

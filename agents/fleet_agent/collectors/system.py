@@ -1,4 +1,5 @@
-"""Host metrics from /proc: CPU (busy, steal, iowait), memory, load, disks, TCP retransmits, PSI.
+"""Host metrics from /proc: CPU (busy, steal, iowait), memory and swap, load, disks, TCP retransmits, PSI,
+swap-in/out rates and OOM kills (/proc/vmstat), plus the host checks of ``host_health`` when given one.
 
 Rates need two samples; the collector keeps the previous one, so the first ``collect()`` reports
 the rate fields as null unless ``prime()`` was called a moment earlier. Nothing here sleeps.
@@ -13,9 +14,12 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
+from fleet_agent.collectors.host_health import HostHealthCollector
 from fleet_agent.logutil import WarnOnce
+from fleet_agent.timeutil import rfc3339, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +55,16 @@ class _Sample:
     cpu: _CpuTicks | None
     disks: dict[str, _DiskCounters] | None
     tcp: tuple[int, int] | None  # (RetransSegs, OutSegs)
+    vmstat: dict[str, int] | None = None  # pswpin, pswpout (pages), oom_kill (kernel >= 4.13)
 
 
 class SystemCollector:
-    def __init__(self, proc_root: str | Path = "/proc", *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, proc_root: str | Path = "/proc", *, clock: Callable[[], float] = time.monotonic,
+                 host_health: HostHealthCollector | None = None, wall_clock: Callable[[], datetime] = utc_now):
         self.proc_root = Path(proc_root)
+        self.host_health = host_health
+        self._wall_clock = wall_clock
+        self._last_oom_at: str | None = None  # when this agent last saw the OOM-kill counter move
         self._clock = clock
         self._previous: _Sample | None = None
         self._warn = WarnOnce(log)
@@ -74,7 +83,10 @@ class SystemCollector:
         cpu = _cpu_rates(previous.cpu, current.cpu) if usable else None
         memory = self._meminfo()
         load = self._loadavg()
-        return {
+        vm = _vmstat_rates(previous.vmstat, current.vmstat, elapsed) if usable else {}
+        if vm.get("oom_kill"):
+            self._last_oom_at = rfc3339(self._wall_clock())
+        report = {
             "cpu_busy_pct": cpu["busy"] if cpu else None,
             "cpu_steal_pct": cpu["steal"] if cpu else None,
             "cpu_iowait_pct": cpu["iowait"] if cpu else None,
@@ -87,7 +99,16 @@ class SystemCollector:
             "disks": _disk_rates(previous.disks, current.disks, elapsed) if usable else None,
             "tcp_retrans_pct": _retrans_pct(previous.tcp, current.tcp) if usable else None,
             "pressure": self._pressure(),
+            "swap_total_bytes": memory.get("SwapTotal"),
+            "swap_free_bytes": memory.get("SwapFree"),
+            "swap_in_pages_per_s": vm.get("pswpin"),
+            "swap_out_pages_per_s": vm.get("pswpout"),
+            "oom_kills": vm.get("oom_kill"),
+            "oom_kill_last_at": self._last_oom_at,
         }
+        if self.host_health is not None:
+            report.update(self.host_health.collect())
+        return report
 
     # -- sampling -------------------------------------------------------------------------------
 
@@ -99,6 +120,7 @@ class SystemCollector:
             cpu=self._cpu_ticks(stat),
             disks=self._diskstats(),
             tcp=self._tcp_counters(),
+            vmstat=self._vmstat(),
         )
 
     def _read(self, relative: str) -> str | None:
@@ -139,7 +161,7 @@ class SystemCollector:
         for line in (text or "").splitlines():
             key, _, rest = line.partition(":")
             parts = rest.split()
-            if key in ("MemTotal", "MemAvailable") and parts:
+            if key in ("MemTotal", "MemAvailable", "SwapTotal", "SwapFree") and parts:
                 try:
                     multiplier = 1024 if parts[1:2] == ["kB"] else 1
                     values[key] = int(parts[0]) * multiplier
@@ -190,6 +212,20 @@ class SystemCollector:
             if len(disks) >= MAX_DISKS:
                 break
         return disks
+
+    def _vmstat(self) -> dict[str, int] | None:
+        text = self._read("vmstat")
+        if text is None:
+            return None
+        values: dict[str, int] = {}
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("pswpin", "pswpout", "oom_kill"):
+                try:
+                    values[key] = int(value)
+                except ValueError:
+                    self._warn(f"vmstat:{key}", "malformed vmstat line: %r", line[:80])
+        return values
 
     def _tcp_counters(self) -> tuple[int, int] | None:
         text = self._read("net/snmp")
@@ -281,6 +317,19 @@ def _disk_rates(
             }
         )
     return disks
+
+
+def _vmstat_rates(before: dict[str, int] | None, after: dict[str, int] | None, elapsed: float) -> dict:
+    """Swap pages per second and OOM kills since the previous sample (absent when the kernel lacks them)."""
+    if before is None or after is None:
+        return {}
+    rates: dict = {}
+    for key in ("pswpin", "pswpout"):
+        if key in before and key in after and after[key] >= before[key]:
+            rates[key] = round((after[key] - before[key]) / elapsed, 1)
+    if "oom_kill" in before and "oom_kill" in after and after["oom_kill"] >= before["oom_kill"]:
+        rates["oom_kill"] = after["oom_kill"] - before["oom_kill"]
+    return rates
 
 
 def _retrans_pct(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:

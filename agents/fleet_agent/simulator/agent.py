@@ -14,6 +14,7 @@ import copy
 import math
 import os
 import random
+import threading
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 from fleet_agent.agent import AgentCore
 from fleet_agent.client import ControlPlaneClient
 from fleet_agent.collectors.checkpoint import CheckpointCollector
+from fleet_agent.collectors.host_health import STA_UNSYNC, TIME_ERROR, HostHealthCollector
 from fleet_agent.collectors.stack import StackCollector
 from fleet_agent.collectors.system import SystemCollector
 from fleet_agent.credentials import Enrollment, credential_path, load_enrollment
@@ -46,7 +48,7 @@ from fleet_agent.sender import Delivery, Target
 from fleet_agent.simnvml import SimulatedGpu, SimulatedNvml, SimulatedProcess
 from fleet_agent.simulator.cloud import DEFAULT_LEAD_S, SimulatedCloud
 from fleet_agent.simulator.kernlog import SimulatedKernelLog
-from fleet_agent.simulator.procfs import Load, SimulatedProc
+from fleet_agent.simulator.procfs import MOUNTS, Load, SimulatedProc
 from fleet_agent.simulator.scenario import Fault, NodeSpec, Scenario
 from fleet_agent.simulator.stackfacts import SIMULATED_PYTHON, SimulatedStack
 from fleet_agent.spool import Spool
@@ -59,6 +61,54 @@ _NVML_INIT_ERRORS = {
 }
 _THERMAL_REASONS = CLOCK_REASON_SW_THERMAL_SLOWDOWN | CLOCK_REASON_HW_THERMAL_SLOWDOWN
 _DOUBLE_BIT_ECC = 1  # page retirement cause
+
+
+# Faults of the host rather than of a GPU's readings: nothing to apply per GPU on every step.
+HOST_FAULTS = frozenset({"host_memory_exhausted", "swap_storm", "oom_kill", "volume_full", "volume_read_only",
+                         "volume_hung", "gpu_d_state", "peermem_missing", "clock_unsynced"})
+
+
+class SimulatedVolumes:
+    """``statvfs`` for the simulated mounts (relative to the host root): sizes, fill level, and a hang that
+    blocks the caller the way a hard NFS mount does when its server is gone, until released."""
+
+    SIZE_BYTES = {"/": 2 * 10**12, "/boot/efi": 512 * 2**20, "/data": 15 * 10**12, "/mnt/checkpoints": 100 * 10**12}
+    BASE_USED_PCT = {"/": 31.0, "/boot/efi": 1.2, "/data": 62.0, "/mnt/checkpoints": 48.0}
+
+    def __init__(self, host_root: Path):
+        self.host_root = Path(host_root)
+        self.used_pct: dict[str, float] = {}
+        self._hung: dict[str, threading.Event] = {}
+
+    def hang(self, mount: str) -> None:
+        self._hung.setdefault(mount, threading.Event())
+
+    def release(self, mount: str) -> None:
+        event = self._hung.pop(mount, None)
+        if event is not None:
+            event.set()
+
+    def release_all(self) -> None:
+        for mount in list(self._hung):
+            self.release(mount)
+
+    def statvfs(self, path: str) -> os.statvfs_result:
+        relative = "/" + str(Path(path).relative_to(self.host_root)).lstrip(".")
+        mount = relative.rstrip("/") or "/"
+        event = self._hung.get(mount)
+        if event is not None:
+            event.wait(600)  # a hard NFS mount: the call does not return while the server is away
+        size = self.SIZE_BYTES.get(mount, 10**12)
+        used_pct = self.used_pct.get(mount, self.BASE_USED_PCT.get(mount, 40.0))
+        block = 4096
+        blocks = size // block
+        reserved = blocks // 20 if mount in ("/", "/data") else 0  # ext4/xfs root reserve
+        used = int((blocks - reserved) * used_pct / 100)
+        free = blocks - used
+        available = max(0, free - reserved)
+        files = blocks // 16
+        return os.statvfs_result((block, block, blocks, free, available, files, files - files // 50,
+                                  files - files // 50, 0, 255))
 
 
 def encode_cuda_version(version: str) -> int:
@@ -114,6 +164,14 @@ class SimulatedAgent:
             rng=self._rng,
         )
         self.kernel_log = SimulatedKernelLog(self.dir / "kern.log")
+        self.volumes = SimulatedVolumes(self.dir / "host")
+        self.proc.peermem_loaded = spec.rdma_devices > 0
+        infiniband = self.dir / "sys/class/infiniband"
+        infiniband.mkdir(parents=True, exist_ok=True)
+        for i in range(spec.rdma_devices):
+            (infiniband / f"mlx5_{i}").mkdir(exist_ok=True)
+        # adjtimex as chronyd leaves it on a synchronised host: STA_PLL | STA_NANO, a few ms of max error.
+        self.timex = {"state": 0, "status": 0x2001, "maxerror_us": 4500, "offset_s": 0.000012}
         self.cloud = self._make_cloud()
         self.stack = SimulatedStack(self.dir / "host", copy.deepcopy(spec.stack))
         self.checkpoint_dir = self.dir / "ckpt" if spec.checkpoint else None
@@ -127,7 +185,20 @@ class SimulatedAgent:
                 sequences=self.spool, identity=self.identity, interval_s=interval_s, clock=self.now
             ),
             nvml=NvmlAdapter(self.nvml, expected_gpu_count=spec.gpu_count, clock=self.now),
-            system=SystemCollector(self.dir / "proc", clock=lambda: self.t),
+            system=SystemCollector(
+                self.dir / "proc",
+                clock=lambda: self.t,
+                wall_clock=self.now,
+                host_health=HostHealthCollector(
+                    self.dir / "proc",
+                    sys_root=self.dir / "sys",
+                    host_root=self.dir / "host",
+                    statvfs=self.volumes.statvfs,
+                    timex=lambda: dict(self.timex),
+                    clock=lambda: self.t,
+                    scan_every=1,
+                ),
+            ),
             stack=StackCollector(
                 host_root=self.dir / "host",
                 proc_root=self.dir / "proc",
@@ -307,6 +378,33 @@ class SimulatedAgent:
             self._checkpoint_frozen_at = self.now().timestamp() - float(params.get("age_s", 7200))
         elif fault.kind == "silent":
             self.silent = True
+        elif fault.kind == "oom_kill":
+            for _ in range(int(params.get("count", 1))):
+                self._oom_kill(str(params.get("process", "python")), int(params.get("pid", 51234)))
+        elif fault.kind == "volume_full":
+            self.volumes.used_pct[params.get("mount", "/data")] = float(params.get("used_pct", 100.0))
+        elif fault.kind == "volume_read_only":
+            mount = params.get("mount", "/data")
+            self.proc.read_only.add(mount)
+            source = next((m[5] for m in MOUNTS if m[3] == mount), "/dev/nvme1n1").rsplit("/", 1)[-1]
+            self.kernel_log.noise(self.proc.uptime, f"EXT4-fs error (device {source}): ext4_journal_check_start:"
+                                 "83: comm python: Detected aborted journal")
+            self.kernel_log.noise(self.proc.uptime, f"EXT4-fs ({source}): Remounting filesystem read-only")
+        elif fault.kind == "volume_hung":
+            mount = params.get("mount", "/mnt/checkpoints")
+            self.volumes.hang(mount)
+            server = next((m[5] for m in MOUNTS if m[3] == mount), "10.0.0.20:/").split(":")[0]
+            self.kernel_log.noise(self.proc.uptime, f"nfs: server {server} not responding, still trying")
+        elif fault.kind == "gpu_d_state":
+            for gpu in self._gpus(fault):
+                pid = int(params.get("pid", 52000 + gpu.index))
+                self.proc.d_state[pid] = (str(params.get("name", "python")),
+                                          [f"/dev/nvidia{gpu.index}", "/dev/nvidiactl", "/dev/nvidia-uvm"])
+        elif fault.kind == "peermem_missing":
+            self.proc.peermem_loaded = False
+        elif fault.kind == "clock_unsynced":
+            self.timex = {"state": TIME_ERROR, "status": 0x2001 | STA_UNSYNC,
+                          "maxerror_us": int(params.get("maxerror_us", 16_000_000)), "offset_s": 0.0}
 
     def _clear(self, fault: Fault) -> None:
         if fault.kind == "gpu_lost":
@@ -341,11 +439,35 @@ class SimulatedAgent:
             self._checkpoint_frozen_at = None
         elif fault.kind == "silent":
             self.silent = False
+        elif fault.kind == "volume_full":
+            self.volumes.used_pct.pop(fault.params.get("mount", "/data"), None)
+        elif fault.kind == "volume_read_only":
+            self.proc.read_only.discard(fault.params.get("mount", "/data"))  # fsck'd and remounted
+        elif fault.kind == "volume_hung":
+            self.volumes.release(fault.params.get("mount", "/mnt/checkpoints"))
+        elif fault.kind == "gpu_d_state":
+            self.proc.d_state.clear()  # the node was rebooted
+        elif fault.kind == "peermem_missing":
+            self.proc.peermem_loaded = True
+        elif fault.kind == "clock_unsynced":
+            self.timex = {"state": 0, "status": 0x2001, "maxerror_us": 4500, "offset_s": 0.000012}
 
     def _xid(self, gpu: SimulatedGpu, code: int, message: str | None = None) -> None:
         """The driver's two channels for an Xid: a kernel log line and an NVML event."""
         self.kernel_log.xid(self.proc.uptime, gpu.bus_id, code, message)
         self.nvml.emit_xid(gpu, code)
+
+    def _oom_kill(self, process: str, pid: int) -> None:
+        """What the kernel logs when the OOM killer picks a victim, and its vmstat counter."""
+        uptime = self.proc.uptime
+        self.kernel_log.noise(uptime, f"{process} invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|"
+                             "__GFP_COMP), order=0, oom_score_adj=0")
+        self.kernel_log.noise(uptime, f"oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,"
+                             f"mems_allowed=0-1,global_oom,task_memcg=/user.slice,task={process},pid={pid},uid=1000")
+        self.kernel_log.noise(uptime, f"Out of memory: Killed process {pid} ({process}) total-vm:1073741824kB, "
+                             "anon-rss:1010827264kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:1978368kB "
+                             "oom_score_adj:0")
+        self.proc.oom_kill()
 
     def _repeat_xid(self, index: int, fault: Fault) -> None:
         period = float(fault.params["repeat_s"])
@@ -388,6 +510,22 @@ class SimulatedAgent:
             util_target = float(pipeline.params.get("gpu_util_pct", 18))
             load.cpu_busy_pct = float(pipeline.params.get("cpu_busy_pct", 97))
             load.psi_cpu_some = 45.0
+        exhausted = next((f for f in active if f.kind == "host_memory_exhausted"), None)
+        if exhausted:
+            # Reclaim and swap keep the CPUs busy while the GPUs wait for input.
+            load.mem_available_pct = float(exhausted.params.get("available_pct", 1.5))
+            load.psi_memory_some = float(exhausted.params.get("psi_some", 70.0))
+            load.psi_memory_full = float(exhausted.params.get("psi_full", 35.0))
+            load.cpu_busy_pct = 96.0
+            util_target = 20.0
+        storm = next((f for f in active if f.kind == "swap_storm"), None)
+        if storm:
+            rate = float(storm.params.get("pages_per_s", 25000))
+            load.swap_in_pages_per_s = load.swap_out_pages_per_s = rate
+            load.swap_used_pct = 85.0
+            load.mem_available_pct = min(load.mem_available_pct, 8.0)
+            load.psi_memory_some = max(load.psi_memory_some, 30.0)
+            load.psi_memory_full = max(load.psi_memory_full or 0.0, 8.0)
         steal = next((f for f in active if f.kind == "cpu_steal"), None)
         if steal:
             load.steal_pct = float(steal.params.get("steal_pct", 25))
@@ -412,6 +550,8 @@ class SimulatedAgent:
 
     def _apply_steady_fault(self, fault: Fault) -> None:
         params = fault.params
+        if fault.kind in HOST_FAULTS:
+            return
         for gpu in self._gpus(fault) if fault.kind not in ("cpu_bound_pipeline", "cpu_steal") else []:
             if fault.kind == "thermal_throttle":
                 gpu.temperature = int(params.get("temperature_c", 91))
@@ -500,4 +640,5 @@ class SimulatedAgent:
         return self.spool.ack(sequence)
 
     def close(self) -> None:
+        self.volumes.release_all()  # let a probe blocked on a "hung" volume return
         self.spool.close()

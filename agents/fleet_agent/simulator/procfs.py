@@ -6,6 +6,7 @@ produced over ``dt`` seconds, and ``write()`` renders the files.
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,40 @@ class Load:
     psi_cpu_some: float = 0.5
     psi_io_some: float = 0.2
     psi_memory_some: float = 0.0
+    psi_memory_full: float | None = None  # None: half of "some", as on a healthy host
+    swap_in_pages_per_s: float = 0.0
+    swap_out_pages_per_s: float = 0.0
+    swap_used_pct: float = 0.5
+
+
+# The mount table of a GPU node in /proc/self/mountinfo format: pseudo file systems, a container overlay and
+# a snap image (which the collector must skip), the root disk, the EFI partition, local NVMe scratch and the
+# shared checkpoint volume over NFS. (mount id, parent, major:minor, mount point, fs type, source, super options)
+MOUNTS = (
+    (22, 1, "0:21", "/sys", "sysfs", "sysfs", "rw"),
+    (23, 1, "0:22", "/proc", "proc", "proc", "rw"),
+    (24, 1, "0:5", "/dev", "devtmpfs", "udev", "rw,size=1048576k,nr_inodes=262144,mode=755"),
+    (26, 1, "259:2", "/", "ext4", "/dev/nvme0n1p2", "rw,errors=remount-ro"),
+    (28, 26, "0:25", "/run", "tmpfs", "tmpfs", "rw,size=104857600k,mode=755"),
+    (31, 26, "7:0", "/snap/core20/2105", "squashfs", "/dev/loop0", "ro"),
+    (33, 26, "259:1", "/boot/efi", "vfat", "/dev/nvme0n1p1", "rw,fmask=0077,dmask=0077,codepage=437"),
+    (35, 26, "259:4", "/data", "xfs", "/dev/nvme1n1", "rw,attr2,inode64,logbufs=8,logbsize=32k,noquota"),
+    (37, 26, "0:48", "/mnt/checkpoints", "nfs4", "10.0.0.20:/export/checkpoints",
+     "rw,vers=4.1,rsize=1048576,wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys"),
+    (41, 28, "0:52", "/run/containerd/io.containerd.runtime.v2.task/k8s.io/3f2a/rootfs", "overlay", "overlay",
+     "rw,lowerdir=/var/lib/containerd/l1,upperdir=/var/lib/containerd/u1,workdir=/var/lib/containerd/w1"),
+)
+MODULES = (
+    ("nvidia_uvm", 1982464, 4, "-"),
+    ("nvidia_drm", 122880, 0, "-"),
+    ("nvidia_modeset", 1527808, 1, "nvidia_drm,"),
+    ("nvidia", 56799232, 60, "nvidia_uvm,nvidia_peermem,nvidia_modeset,"),
+    ("mlx5_ib", 466944, 0, "-"),
+    ("ib_uverbs", 196608, 3, "nvidia_peermem,mlx5_ib,"),
+    ("ib_core", 454656, 4, "ib_uverbs,mlx5_ib,"),
+    ("mlx5_core", 2351104, 1, "mlx5_ib,"),
+)
+PEERMEM_MODULE = ("nvidia_peermem", 16384, 0, "-")
 
 
 class SimulatedProc:
@@ -59,6 +94,13 @@ class SimulatedProc:
         ] + [0, 0]
         self.disks = {name: [0] * 17 for name in DISKS}
         self.tcp = {"OutSegs": 10_000_000, "RetransSegs": 2_000, "InSegs": 9_000_000}
+        self.vmstat = {"pswpin": 1_200, "pswpout": 3_400, "oom_kill": 0}
+        self.swap_total = 8 * 2**30
+        # mount point -> options the fault simulation changes ("ro" flips a volume read-only)
+        self.read_only: set[str] = set()
+        self.peermem_loaded = False
+        self.d_state: dict[int, tuple[str, list[str]]] = {}  # pid -> (comm, /dev/nvidia* it holds)
+        self._pids_written: set[int] = set()
         self.load = Load()
         self._load_avg = [1.0, 1.0, 1.0]
         self.root.mkdir(parents=True, exist_ok=True)
@@ -110,6 +152,8 @@ class SimulatedProc:
         self.tcp["OutSegs"] += out
         self.tcp["InSegs"] += int(out * 0.9)
         self.tcp["RetransSegs"] += int(round(out * load.tcp_retrans_pct / 100.0))
+        self.vmstat["pswpin"] += int(load.swap_in_pages_per_s * dt)
+        self.vmstat["pswpout"] += int(load.swap_out_pages_per_s * dt)
         runnable = self.cpu_count * busy / 100.0
         for i, window in enumerate((60.0, 300.0, 900.0)):
             weight = min(1.0, dt / window)
@@ -129,7 +173,62 @@ class SimulatedProc:
         load = self.load
         self._write("pressure/cpu", _psi(load.psi_cpu_some, 0.0))
         self._write("pressure/io", _psi(load.psi_io_some, load.psi_io_some / 2))
-        self._write("pressure/memory", _psi(load.psi_memory_some, load.psi_memory_some / 2))
+        memory_full = load.psi_memory_some / 2 if load.psi_memory_full is None else load.psi_memory_full
+        self._write("pressure/memory", _psi(load.psi_memory_some, memory_full))
+        self._write("vmstat", self._vmstat())
+        (self.root / "self").mkdir(exist_ok=True)
+        self._write("self/mountinfo", self._mountinfo())
+        modules = list(MODULES) + ([PEERMEM_MODULE] if self.peermem_loaded else [])
+        self._write("modules", "".join(f"{name} {size} {used} {by} Live 0x0000000000000000\n"
+                                       for name, size, used, by in modules))
+        self._write_processes()
+
+    def oom_kill(self, count: int = 1) -> None:
+        self.vmstat["oom_kill"] += count
+
+    def _vmstat(self) -> str:
+        rows = [("nr_free_pages", 1234567), ("nr_zone_inactive_anon", 4567), ("nr_dirty", 256),
+                ("pgpgin", 987654321), ("pgpgout", 123456789), ("pswpin", self.vmstat["pswpin"]),
+                ("pswpout", self.vmstat["pswpout"]), ("pgfault", 5555555555), ("pgmajfault", 12345),
+                ("oom_kill", self.vmstat["oom_kill"])]
+        return "".join(f"{key} {value}\n" for key, value in rows)
+
+    def _mountinfo(self) -> str:
+        lines = []
+        for mount_id, parent, dev, point, fs_type, source, super_options in MOUNTS:
+            ro = point in self.read_only
+            options = ("ro" if ro else "rw") + ",relatime"
+            if ro:
+                super_options = super_options.replace("rw", "ro", 1)
+            shared = "" if fs_type == "overlay" else f" shared:{mount_id}"
+            lines.append(f"{mount_id} {parent} {dev} / {point} {options}{shared} - {fs_type} {source} "
+                         f"{super_options}")
+        return "\n".join(lines) + "\n"
+
+    def _write_processes(self) -> None:
+        """/proc/<pid>/stat (and fd links) for the init process, a healthy GPU job and the stuck ones."""
+        processes = {1: ("systemd", "S", []), 41000: ("python", "R", ["/dev/nvidia0", "/dev/nvidiactl"])}
+        for pid, (name, devices) in self.d_state.items():
+            processes[pid] = (name, "D", devices)
+        for pid in self._pids_written - set(processes):
+            directory = self.root / str(pid)
+            for link in (directory / "fd").glob("*"):
+                link.unlink()
+            (directory / "stat").unlink(missing_ok=True)
+        for pid, (name, state, devices) in processes.items():
+            directory = self.root / str(pid)
+            (directory / "fd").mkdir(parents=True, exist_ok=True)
+            self._write(f"{pid}/stat", f"{pid} ({name}) {state} 1 {pid} {pid} 0 -1 4194560 3 0 0 0 "
+                                       f"12 4 0 0 20 0 1 0 {int(self.uptime * USER_HZ)} 0 0\n")
+            targets = ["/dev/null", "pipe:[424242]", *devices]
+            wanted = {str(fd): target for fd, target in enumerate(targets)}
+            for link in (directory / "fd").glob("*"):
+                if link.name not in wanted or os.readlink(link) != wanted[link.name]:
+                    link.unlink()
+            for fd, target in wanted.items():
+                if not (directory / "fd" / fd).is_symlink():
+                    os.symlink(target, directory / "fd" / fd)
+        self._pids_written = set(processes)
 
     def _write(self, relative: str, text: str) -> None:
         (self.root / relative).write_text(text, encoding="ascii")
@@ -161,8 +260,8 @@ class SimulatedProc:
             ("SwapCached", 0),
             ("Active", int(total_kb * 0.3)),
             ("Inactive", int(total_kb * 0.1)),
-            ("SwapTotal", 0),
-            ("SwapFree", 0),
+            ("SwapTotal", self.swap_total // 1024),
+            ("SwapFree", int(self.swap_total // 1024 * (1 - self.load.swap_used_pct / 100.0))),
             ("Dirty", 1024),
             ("Shmem", 65536),
             ("HugePages_Total", 0),

@@ -43,6 +43,15 @@ FAULTS: dict[str, tuple[frozenset[str], bool, bool]] = {
     "spot_notice": (frozenset({"kind", "lead_s", "reclaim"}), False, False),
     "checkpoint_stale": (frozenset({"age_s"}), False, False),
     "silent": (frozenset(), False, False),
+    "host_memory_exhausted": (frozenset({"available_pct", "psi_some", "psi_full"}), False, False),
+    "swap_storm": (frozenset({"pages_per_s"}), False, False),
+    "oom_kill": (frozenset({"count", "process", "pid"}), False, False),
+    "volume_full": (frozenset({"mount", "used_pct"}), False, False),
+    "volume_read_only": (frozenset({"mount"}), False, False),
+    "volume_hung": (frozenset({"mount"}), False, False),
+    "gpu_d_state": (frozenset({"pid", "name"}), True, False),
+    "peermem_missing": (frozenset(), False, False),
+    "clock_unsynced": (frozenset({"maxerror_us"}), False, False),
 }
 _FAULT_COMMON = frozenset({"at_s", "clear_at_s", "fault", "gpu", "note"})
 _NODE_KEYS = frozenset(
@@ -62,6 +71,7 @@ _NODE_KEYS = frozenset(
         "nvml",
         "workload",
         "checkpoint",
+        "rdma_devices",
         "faults",
         "note",
     }
@@ -151,6 +161,7 @@ class NodeSpec:
     checkpoint: dict | None = None
     faults: tuple[Fault, ...] = ()
     provider_name: str | None = None
+    rdma_devices: int = 0  # InfiniBand / RoCE HCAs in /sys/class/infiniband (GPUDirect RDMA expected)
 
     @property
     def is_cloud(self) -> bool:
@@ -280,6 +291,7 @@ def _parse_node(data: Any, where: str) -> tuple[NodeSpec, int]:
         checkpoint=checkpoint,
         faults=(),
         provider_name=data.get("provider_name"),
+        rdma_devices=int(_number(data.get("rdma_devices", 0), f"{where}.rdma_devices", 0, 64)),
     )
     faults_data = data.get("faults", [])
     _expect(isinstance(faults_data, list), f"{where}.faults", "must be a list")
@@ -314,6 +326,13 @@ def _parse_fault(data: Any, where: str, node: NodeSpec) -> Fault:
     params = {key: data[key] for key in allowed if key in data}
     if kind == "xid":
         _number(params.get("code"), f"{where}.code", 1, 1000)
+    if kind in ("volume_full", "volume_read_only", "volume_hung") and "mount" in params:
+        from fleet_agent.simulator.procfs import MOUNTS
+
+        data_mounts = tuple(m[3] for m in MOUNTS if m[4] in ("ext4", "xfs", "nfs4", "vfat"))
+        _one_of(params["mount"], data_mounts, f"{where}.mount")
+    if kind == "peermem_missing":
+        _expect(node.rdma_devices > 0, f"{where}.fault", "peermem_missing needs a node with rdma_devices")
     if kind == "spot_notice":
         _expect(
             node.is_cloud, f"{where}.fault", f"spot_notice needs a cloud node, not provider {node.provider!r}"

@@ -1,15 +1,19 @@
 """Every rule definition in triage order, and the sync of definitions into `Rule` rows."""
 
-from . import capacity, platform_hardware, software_chain, visibility, xid
+from ..choices import STEP_ORDER
+from . import capacity, host, platform_hardware, software_chain, visibility, xid
 from .base import RuleDefinition
 
-RULES: list[RuleDefinition] = [
+_DEFINED: list[RuleDefinition] = [
     *visibility.RULES,
     *software_chain.RULES,
     *capacity.RULES,
+    *host.RULES,  # host checks of steps 2-4 (memory, data volumes, clock, peer memory, D state)
     *platform_hardware.RULES,
     *xid.RULES,
 ]
+# Triage order; a module may hold rules of several steps (host.py), their order within a step is kept.
+RULES: list[RuleDefinition] = sorted(_DEFINED, key=lambda rule: STEP_ORDER.index(rule.step))
 RULES_BY_SLUG: dict[str, RuleDefinition] = {rule.slug: rule for rule in RULES}
 assert len(RULES_BY_SLUG) == len(RULES), "rule slugs must be unique"
 

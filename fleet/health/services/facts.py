@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Avg, Case, Count, F, Max, Q, TextField, When
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
+from django.db.models.lookups import IsNull
 
 from fleet.billing.selectors import checkpoint_policy_for_nodes
 from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS, STACK_LIST_FIELDS
@@ -31,8 +33,14 @@ NODE_STATUS_FIELDS = [
     "node_id", "received_at", "interval_s", "silent", "silent_since", "nvml_status", "nvml_message",
     "gpu_count_seen", "cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "load1", "disk_await_ms_max",
     "disk_util_pct_max", "tcp_retrans_pct", "notice_kind", "notice_deadline", "checkpoint_age_s",
+    "mem_total_bytes", "mem_available_bytes",
 ]
 NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint"]
+# What the host rules (rules/host.py) read of the stored `system` section: only these keys are selected (the
+# section also holds per-disk rates and more), scalars as text, the rest as JSON text decoded through the cache.
+SYSTEM_SCALAR_KEYS = ["swap_in_pages_per_s", "swap_out_pages_per_s", "swap_total_bytes", "swap_free_bytes",
+                      "oom_kills"]
+SYSTEM_JSON_KEYS = ["volumes", "gpu_d_state", "peermem", "clock"]
 GPU_STATUS_FIELDS = [
     "gpu_id", "node_id", "collected_at", "lost", "utilization_gpu_pct", "memory_used_bytes", "memory_total_bytes",
     "temperature_c", "power_draw_w", "power_limit_w", "sm_clock_mhz", "clock_event_reasons_mask",
@@ -114,12 +122,20 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     json_columns = {f"{name}_text": _as_text(name) for name in NODE_STATUS_JSON_FIELDS}
     # When the report carrying a notice was taken (node clock); read only for the few nodes with a notice.
     notice_at = Case(When(~Q(notice_kind=""), then=F("collected_at")), default=None)
-    statuses = _scoped(NodeStatus.objects.order_by(), node_ids).annotate(**json_columns, notice_reported_at=notice_at)
-    for status in statuses.values(*NODE_STATUS_FIELDS, *json_columns, "notice_reported_at"):
+    # Likewise for the few nodes that report an OOM kill (the host rule measures its age from the report's time).
+    # (The key as text is SQL NULL both when it is absent and when it is JSON null.)
+    oom_reported_at = Case(When(IsNull(KeyTextTransform("oom_kill_last_at", "system"), False),
+                                then=F("collected_at")), default=None)
+    system_columns = _system_columns()
+    statuses = _scoped(NodeStatus.objects.order_by(), node_ids).annotate(
+        **json_columns, **system_columns, notice_reported_at=notice_at, collected_at_oom=oom_reported_at)
+    for status in statuses.values(*NODE_STATUS_FIELDS, *json_columns, *system_columns, "notice_reported_at",
+                                  "collected_at_oom"):
         node = facts.get(status["node_id"])
         if node is not None:
             for name in NODE_STATUS_JSON_FIELDS:
                 status[name] = decode(status.pop(f"{name}_text"))
+            status["system"] = _system_facts(status, decode)
             node.status = status
 
     # The per-node GPU aggregate costs a pass over every GPU status row, so it is computed only for the nodes a
@@ -159,6 +175,52 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     _attach_checkpoint_policies(facts)
     _attach_events(facts, node_ids, now, windows)
     return facts
+
+
+def _system_columns() -> dict:
+    memory = KeyTransform("memory", KeyTransform("pressure", "system"))
+    return {
+        **{f"sys_{key}": KeyTextTransform(key, "system") for key in SYSTEM_SCALAR_KEYS},
+        "sys_oom_kill_last_at": KeyTextTransform("oom_kill_last_at", "system"),
+        "sys_psi_memory_some": KeyTextTransform("some_avg10", memory),
+        "sys_psi_memory_full": KeyTextTransform("full_avg10", memory),
+        **{f"sys_{key}": Cast(KeyTransform(key, "system"), TextField()) for key in SYSTEM_JSON_KEYS},
+    }
+
+
+def _number(text):
+    if text is None or isinstance(text, int | float):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _system_facts(status: dict, decode: "_JsonCache") -> dict:
+    """The host rules' part of the `system` section, rebuilt from the selected keys (absent keys stay absent,
+    so a rule can tell an older agent that never reports them from a healthy value)."""
+    system: dict = {"mem_total_bytes": status["mem_total_bytes"], "mem_available_bytes": status["mem_available_bytes"],
+                    "cpu_busy_pct": status["cpu_busy_pct"]}
+    for column, key in _SCALAR_COLUMNS:
+        text = status.pop(column)
+        if text is not None:
+            system[key] = _number(text)
+    last_oom = status.pop("sys_oom_kill_last_at")
+    if last_oom is not None or "oom_kills" in system:
+        system["oom_kill_last_at"] = last_oom
+    some, full = status.pop("sys_psi_memory_some"), status.pop("sys_psi_memory_full")
+    if some is not None or full is not None:
+        system["pressure"] = {"memory": {"some_avg10": _number(some), "full_avg10": _number(full)}}
+    for column, key in _JSON_COLUMNS:
+        text = status.pop(column)
+        if text is not None and text != "null":
+            system[key] = decode(text)
+    return system
+
+
+_SCALAR_COLUMNS = [(f"sys_{key}", key) for key in SYSTEM_SCALAR_KEYS]
+_JSON_COLUMNS = [(f"sys_{key}", key) for key in SYSTEM_JSON_KEYS]
 
 
 def _attach_checkpoint_policies(facts: dict[int, NodeFacts]) -> None:
