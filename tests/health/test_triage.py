@@ -32,7 +32,7 @@ def test_all_four_steps_pass_on_a_healthy_node():
 def test_the_first_failing_step_is_the_headline_in_plain_words():
     node = healthy_node()
     SoftwareStack.objects.filter(pk=node.current_stack_id).update(
-        driver_version="535.54.03", cuda_driver_version="12.2",
+        driver_version="535.54.03", cuda_driver_version="12.2", cuda_toolkits=["12.2"],
         frameworks=[{"name": "torch", "version": "2.4", "cuda": "12.4", "arch_list": ["sm_90"]}])
     set_gpu(GPU.objects.get(node=node, index=0), ecc_volatile_uncorrected=4)
     evaluate(now=T0)
