@@ -68,14 +68,17 @@ class Explains:
       False: every such finding on the node.
     * `when_critical`: only while the explaining finding is critical (a hung process is a consequence of a
       critical hardware fault, not of a warning).
+    * `subjects`: only findings whose subject ends with one of these (`":xid:63"`: that Xid of the rule `xid`).
     """
 
     rules: tuple[str, ...]
     same_gpu: bool = True
     when_critical: bool = False
+    subjects: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        return {"rules": list(self.rules), "same_gpu": self.same_gpu, "when_critical": self.when_critical}
+        return {"rules": list(self.rules), "same_gpu": self.same_gpu, "when_critical": self.when_critical,
+                "subjects": list(self.subjects)}
 
 
 @dataclass

@@ -22,6 +22,10 @@ from .base import ECC_COUNTER_RULES, HUNG_ON_BROKEN_GPU, Explains, Observation, 
 # contained, so it is the more specific finding.
 ECC_XIDS = frozenset({48, 63, 64, 92, 94, 95, 140})
 EXPLAINS_ECC = Explains(ECC_COUNTER_RULES)
+# The containment Xids (94 contained, 95 uncontained) classify the error whose repair Xid 63 records (and that
+# 48 reports on older boards): they are the more specific finding of the same fault on that GPU.
+CONTAINMENT_XIDS = frozenset({94, 95})
+EXPLAINS_REPAIR_XIDS = Explains(("xid",), subjects=(":xid:63", ":xid:48"))
 
 ACTION_PHRASES = {
     XidAction.RESTART_APP: "restart the application",
@@ -111,6 +115,8 @@ def _xid(node, params, ctx):
         explains = [HUNG_ON_BROKEN_GPU] if severity == Severity.CRITICAL else []
         if last.code in ECC_XIDS:
             explains.append(EXPLAINS_ECC)
+        if last.code in CONTAINMENT_XIDS:
+            explains.append(EXPLAINS_REPAIR_XIDS)
         found.append(Observation(
             summary=f"Xid {last.code} on {label}: {policy['meaning']} ({count}× since {first.at:%H:%M:%S} UTC) — "
                     f"{step}"[:500],

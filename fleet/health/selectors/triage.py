@@ -99,6 +99,8 @@ def findings_explained(findings: list[Finding]) -> dict[int, Finding]:
                         continue
                     if spec.get("same_gpu", True) and cause.gpu_id is not None and other.gpu_id != cause.gpu_id:
                         continue
+                    if spec.get("subjects") and not other.subject.endswith(tuple(spec["subjects"])):
+                        continue
                     explained[other.pk] = cause
     return explained
 
