@@ -19,7 +19,7 @@ from fleet.inventory.models import GPU, SoftwareStack
 from fleet.telemetry.models import GPUStatus
 from fleet_agent.protocol import CLOCK_REASON_SW_THERMAL_SLOWDOWN
 
-from .factories import T0, EventFactory, healthy_node
+from .factories import T0, ChangeLogEntryFactory, EventFactory, healthy_node
 from .harness import open_findings, set_gpu, set_status
 
 pytestmark = pytest.mark.django_db
@@ -175,3 +175,43 @@ def test_claims_never_go_round_in_a_circle():
     a.rule, b.rule = rule_a, rule_b
     assert findings_explained([a, b]) == {b.pk: a}
     assert findings_explained([b, a]) == {a.pk: b}
+
+
+def test_a_reboot_we_requested_explains_the_silence_until_the_node_is_back():
+    node = healthy_node(billing_mode="on_demand", delivery_form="cloud_shared")
+    Rule.objects.filter(slug="node_silent").update(duration_s=0)
+    # What remediation writes when its reboot step starts.
+    ChangeLogEntryFactory(node=node, at=T0, field="reboot_requested", old=None, new="INC-1",
+                          summary="Reboot started by remediation INC-1")
+    set_status(node, silent=True, silent_since=T0 + timedelta(seconds=10))
+    evaluate(now=T0 + timedelta(seconds=60))
+    triage = node_triage(node=node, now=T0 + timedelta(seconds=61))
+    assert triage["headline_finding"].rule.slug == "requested_disruption"
+    assert triage["headline_finding"].action_kind == "internal_fix"
+    assert [c["rule"] for c in triage["consequences"]] == ["node_silent"]
+    # The node came back (a new boot id) but stays broken: now the symptom speaks for itself.
+    ChangeLogEntryFactory(node=node, at=T0 + timedelta(seconds=90), field="boot_id")
+    evaluate(now=T0 + timedelta(seconds=120))
+    assert not open_findings("requested_disruption", node).exists()
+    assert node_triage(node=node, now=T0 + timedelta(seconds=121))["headline_finding"].rule.slug == "node_silent"
+
+
+def test_remediation_records_the_reboot_it_starts():
+    from fleet.remediation.services.engine import _record_requested_disruption
+    from fleet.telemetry.models import ChangeLogEntry
+
+    node = healthy_node()
+
+    class Run:
+        kind, step_index, title = "reboot", 3, "Reboot"
+
+    class Incident:
+        dry_run, node_id, key = False, node.pk, "INC-7"
+
+    Run.params = {}
+    _record_requested_disruption(Incident, Run, T0)
+    entry = ChangeLogEntry.objects.get(node=node, field="reboot_requested")
+    assert entry.at == T0 and "INC-7" in entry.summary
+    Incident.dry_run = True
+    _record_requested_disruption(Incident, Run, T0)
+    assert ChangeLogEntry.objects.filter(node=node, field="reboot_requested").count() == 1

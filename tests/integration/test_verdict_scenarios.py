@@ -17,6 +17,7 @@ import requests
 from fleet.health.models import Finding, Rule
 from fleet.health.tasks import evaluate_nodes
 from fleet.inventory.models import Baseline, BoundaryOverride, Pool, Provider
+from fleet.telemetry.models import ChangeLogEntry
 from fleet.telemetry.services.enrollment import enrollment_token_create
 from fleet_agent.simulator import SimulatedAgent, parse_scenario
 from fleet_agent.timeutil import utc_now
@@ -315,6 +316,23 @@ def test_gpus_lost_during_planned_maintenance_are_the_maintenance(api, node_for)
         "virtualization", "provider", "internal_fix")
     assert "no hardware ticket" in headline["recommended_action"]
     assert "gpu_lost" in _consequence_rules(triage)
+
+
+def test_gpus_lost_during_a_reboot_we_requested_are_the_reboot(api, node_for):
+    # Remediation's reboot step started (it records `reboot_requested` in the node's change log); while the node
+    # shuts down, a GPU drops off the bus (Xid 79) before the report stops.
+    node = node_for(_node("own", faults=[{"at_s": 40, "fault": "gpu_lost", "gpu": 6}]))
+    node.report(31)
+    ChangeLogEntry.objects.create(node_id=node.node_id, at=utc_now() - timedelta(seconds=25),
+                                  field="reboot_requested", new="INC-1",
+                                  summary="step 4 (Reboot) started by remediation INC-1")
+    node.report(41)
+    node.evaluate()
+    _open(node.node_id, "gpu_lost")
+    triage, headline = _headline(api, node, "requested_disruption")
+    assert (headline["responsible_party"], headline["action_kind"]) == ("us", "internal_fix")
+    assert triage["headline"].startswith("Step 4 — A reboot was started on purpose")
+    assert {"gpu_lost", "xid"} <= _consequence_rules(triage)
 
 
 def test_a_lost_gpu_without_an_announcement_stays_hardware(api, node_for):

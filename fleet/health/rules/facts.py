@@ -77,6 +77,9 @@ class NodeFacts:
     events: list[EventFact] = field(default_factory=list)
     xid_history: list[XidOccurrence] = field(default_factory=list)
     reboots: list[datetime] = field(default_factory=list)
+    boots: list[datetime] = field(default_factory=list)  # boot id changes the agent reported (the node came back)
+    # Disruptions we asked for (remediation's reboot / stack rollback steps): (at, change-log field, summary).
+    requested_changes: list[tuple[datetime, str, str]] = field(default_factory=list)
     gpus: dict[int, GpuIdentity] = field(default_factory=dict)
 
     @property

@@ -257,6 +257,33 @@ def _planned_maintenance(node, params, ctx):
         values={"kind": status["notice_kind"], "deadline": deadline.isoformat() if deadline else None})]
 
 
+_REQUESTED_WORDS = {"reboot_requested": "a reboot", "driver_change": "a driver / stack change"}
+
+
+def _requested_disruption(node, params, ctx):
+    """A reboot or driver change we asked for (remediation's step started) and the node has not come back from."""
+    if not node.requested_changes:
+        return []
+    start = ctx.now.timestamp() - params["window_s"]
+    current = [(at, field, summary) for at, field, summary in node.requested_changes if at.timestamp() >= start]
+    if not current:
+        return []
+    at, field, summary = max(current)
+    if field == "reboot_requested" and any(boot > at for boot in node.boots):
+        return []  # the node came back with a new boot id: what is still wrong now is not the reboot
+    status = node.status or {}
+    back = status.get("received_at") is not None and status["received_at"] > at and not status.get("silent") \
+        and field == "driver_change" and status.get("nvml_status") == "ok"
+    if back:
+        return []  # the driver answers again after the change
+    return [Observation(
+        summary=f"{_REQUESTED_WORDS.get(field, field).capitalize()} was started on purpose at {at:%H:%M:%S} UTC "
+                f"({summary}) — the node is expected to go down and come back",
+        since=at, remedy="wait for the node to come back, then verify it; lost GPUs or silence until then are "
+                         "part of the change",
+        values={"requested_at": at.isoformat(), "change": field, "summary": summary})]
+
+
 def _preemption_notice(node, params, ctx):
     status = node.status
     if status is None:
@@ -446,6 +473,17 @@ RULES = [
                       "carried it (at least until its deadline)", minimum=1, maximum=86400),),
         description="The cloud announced it will reclaim (terminate, stop, hibernate) this instance.",
         remedy="checkpoint now and drain the node"),
+    node_rule(
+        slug="requested_disruption", title="Reboot or driver change in progress (requested)",
+        # We started it, so it sits on a layer we own on every delivery form: nobody else is asked to act.
+        step=TriageStep.PLATFORM_HARDWARE, layer=Layer.APPLICATION, severity=Severity.WARNING, duration_s=0,
+        clear_hold_s=0, check=_requested_disruption, needs_report=False,
+        explains=(Explains(DISRUPTION_SYMPTOMS, same_gpu=False),),
+        params=(Param("window_s", "integer", 1800, "How long after the request a node that has not come back "
+                      "is still explained by it", minimum=60, maximum=86400),),
+        description="A reboot or a driver / stack rollback we started (remediation's step) is in progress: the "
+                    "node going silent or losing GPUs until it comes back is its consequence.",
+        remedy="wait for the node to come back, then verify it"),
     node_rule(
         slug="planned_maintenance", title="Planned maintenance announced", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.VIRTUALIZATION, severity=Severity.WARNING, duration_s=0, clear_hold_s=0,

@@ -26,6 +26,9 @@ from ..rules.facts import EventFact, GpuIdentity, NodeFacts, XidOccurrence
 # ChangeLogEntry fields that mark a reboot: ingestion logs `boot_id` when the agent's boot id changes, and
 # remediation logs `reboot` when it reboots a node.
 REBOOT_CHANGE_FIELDS = ["boot_id", "reboot"]
+# ChangeLogEntry fields that record a disruption we asked for (remediation writes them when its reboot or stack
+# rollback step starts; the reboot itself is counted when the new boot id arrives), read in the same query.
+REQUESTED_CHANGE_FIELDS = ["reboot_requested", "driver_change"]
 
 NODE_STATUS_FIELDS = [
     "node_id", "received_at", "interval_s", "silent", "silent_since", "nvml_status", "nvml_message",
@@ -208,12 +211,19 @@ def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now:
             needs_bus_map.add(node_id)
 
     reboots = (_scoped(ChangeLogEntry.objects.order_by(), node_ids)
-               .filter(field__in=REBOOT_CHANGE_FIELDS, at__gte=now - timedelta(seconds=windows.history_s))
-               .values_list("node_id", "at"))
-    for node_id, at in reboots:
+               .filter(field__in=sorted({*REBOOT_CHANGE_FIELDS, *REQUESTED_CHANGE_FIELDS}),
+                       at__gte=now - timedelta(seconds=windows.history_s))
+               .values_list("node_id", "at", "field", "summary"))
+    for node_id, at, field, summary in reboots:
         node = facts.get(node_id)
-        if node is not None:
+        if node is None:
+            continue
+        if field in REBOOT_CHANGE_FIELDS:
             node.reboots.append(at)
+        if field == "boot_id":
+            node.boots.append(at)
+        if field in REQUESTED_CHANGE_FIELDS:
+            node.requested_changes.append((at, field, summary))
 
     for node in facts.values():
         if node.status and node.status.get("lost_gpus"):
