@@ -215,3 +215,34 @@ def test_remediation_records_the_reboot_it_starts():
     Incident.dry_run = True
     _record_requested_disruption(Incident, Run, T0)
     assert ChangeLogEntry.objects.filter(node=node, field="reboot_requested").count() == 1
+
+
+def test_one_hot_gpu_on_most_nodes_of_a_site_is_the_site():
+    from tests.factories import SiteFactory
+
+    site = SiteFactory(name="fra-2")
+    nodes = [healthy_node(site=site) for _ in range(4)]
+    other = healthy_node()  # another site: a hot GPU there stays hardware
+    Rule.objects.filter(slug__in=["room_thermal_throttling", "thermal_throttling"]).update(duration_s=0)
+    hot = CLOCK_REASON_SW_THERMAL_SLOWDOWN
+    for node in nodes[:2] + [other]:
+        set_gpu(GPU.objects.get(node=node, index=5), clock_event_reasons_mask=hot, temperature_c=88)
+    evaluate(now=T0 + timedelta(seconds=5))
+    assert not Finding.objects.filter(rule__slug="room_thermal_throttling").exists(), "2 of 4 nodes: not yet"
+
+    set_gpu(GPU.objects.get(node=nodes[2], index=1), clock_event_reasons_mask=hot, temperature_c=89)
+    evaluate(now=T0 + timedelta(seconds=20))
+    room = Finding.objects.filter(rule__slug="room_thermal_throttling", state="open")
+    assert sorted(room.values_list("node_id", flat=True)) == sorted(n.pk for n in nodes[:3])
+    finding = room.get(node=nodes[0])
+    assert finding.layer == Layer.FACILITY
+    assert finding.summary.startswith("3 of 4 nodes of fra-2 throttle for heat at once")
+    triage = node_triage(node=nodes[0], now=T0 + timedelta(seconds=21))
+    assert triage["headline_finding"].pk == finding.pk
+    assert [c["rule"] for c in triage["consequences"]] == ["thermal_throttling"]
+    assert open_findings("thermal_throttling", other).exists()
+    assert not open_findings("room_thermal_throttling", other).exists()
+
+    # An urgent cycle over one node cannot see the site: it keeps the state rather than clearing it.
+    evaluate(node_ids=[nodes[0].pk], now=T0 + timedelta(seconds=30))
+    assert open_findings("room_thermal_throttling", nodes[0]).exists()

@@ -130,6 +130,10 @@ class RuleDefinition:
     provider_initiated: bool = False
     # Findings of other rules this rule's findings explain (optional; see `Explains`, docs/health.md).
     explains: tuple[Explains, ...] = ()
+    # Optional: called once per cycle before the checks with every loaded node's facts, the rule's fleet-wide
+    # params, the context and whether the cycle is scoped to some nodes; puts fleet aggregates (per site, …)
+    # into `ctx.memo` for the check. Must not query the database.
+    prepare: Callable[..., None] | None = None
 
     def default_params(self) -> dict:
         return {p.name: p.default for p in self.params}

@@ -64,6 +64,8 @@ class NodeFacts:
     expected_gpu_model: str = ""
     pool_gpus_per_node: int | None = None
     pool_gpu_model: str = ""
+    site_id: int | None = None  # the node's site, else its pool's
+    site_name: str = ""
     status: dict | None = None
     stack: dict | None = None
     # A hashable fingerprint of the stack as stored (identical stacks, identical keys): lets checks whose result

@@ -219,24 +219,63 @@ def _notice_current(reported_at, deadline, now, window_s: int) -> bool:
     return deadline is not None and now <= deadline
 
 
+def _hot_rows(node) -> list[dict]:
+    return [row for row in node.candidate_gpus
+            if _reasons(row.get("clock_event_reasons_mask"), row.get("clock_event_reasons"), THERMAL_MASK)]
+
+
+_SITE_MEMO = "room_thermal_sites"
+
+
+def _prepare_room_thermal(facts, params, ctx, scoped: bool) -> None:
+    """Per site: the reporting nodes and those with a GPU throttling for heat. A cycle scoped to some nodes sees
+    only part of a site, so it records nothing and the site view is 'cannot tell' there."""
+    if scoped:
+        ctx.memo[_SITE_MEMO] = None
+        return
+    sites: dict[int, dict] = {}
+    for node in facts.values():
+        if node.site_id is None or node.silent or not node.nvml_ok or node.state == "retired":
+            continue
+        site = sites.setdefault(node.site_id, {"nodes": 0, "hot": []})
+        site["nodes"] += 1
+        if _hot_rows(node):
+            site["hot"].append(node.hostname)
+    ctx.memo[_SITE_MEMO] = sites
+
+
 def _room_thermal(node, params, ctx):
-    """Most GPUs of the node throttling for heat at once: the cooling of the room or the server, not one part."""
+    """Most GPUs of the node, or GPUs on most nodes of its site, throttling for heat at once: the cooling of the
+    room, the rack or the server — not one part."""
     total = sum(kind[3] for kind in node.gpu_kinds)
     if not total:
         return None
-    hot = [row for row in node.candidate_gpus
-           if _reasons(row.get("clock_event_reasons_mask"), row.get("clock_event_reasons"), THERMAL_MASK)]
+    hot = _hot_rows(node)
     share = 100.0 * len(hot) / total
-    if len(hot) < params["min_gpus"] or share < params["min_share_pct"]:
-        return []
     temperatures = sorted(t for t in (row.get("temperature_c") for row in hot) if t is not None)
     span = f" at {temperatures[0]}–{temperatures[-1]} °C" if temperatures else ""
+    values = {"throttling_gpus": len(hot), "gpu_count": total, "share_pct": round(share, 1),
+              "gpu_indices": sorted(row.get("gpu_index") for row in hot if row.get("gpu_index") is not None),
+              "temperatures_c": temperatures, "min_share_pct": params["min_share_pct"]}
+    if len(hot) >= params["min_gpus"] and share >= params["min_share_pct"]:
+        return [Observation(
+            summary=f"{len(hot)} of {total} GPUs throttle for heat at once{span} — the cooling (room, rack or "
+                    f"server airflow), not one part", values=values)]
+    if not hot or node.site_id is None:
+        return []
+    sites = ctx.memo.get(_SITE_MEMO)
+    if sites is None:
+        return None  # a cycle over some nodes only cannot judge the site
+    site = sites.get(node.site_id) or {"nodes": 0, "hot": []}
+    site_share = 100.0 * len(site["hot"]) / site["nodes"] if site["nodes"] else 0.0
+    if len(site["hot"]) < params["min_site_nodes"] or site_share < params["min_site_share_pct"]:
+        return []
+    where = node.site_name or f"site {node.site_id}"
     return [Observation(
-        summary=f"{len(hot)} of {total} GPUs throttle for heat at once{span} — the cooling (room, rack or "
-                f"server airflow), not one part",
-        values={"throttling_gpus": len(hot), "gpu_count": total, "share_pct": round(share, 1),
-                "gpu_indices": sorted(row.get("gpu_index") for row in hot if row.get("gpu_index") is not None),
-                "temperatures_c": temperatures, "min_share_pct": params["min_share_pct"]})]
+        summary=f"{len(site['hot'])} of {site['nodes']} nodes of {where} throttle for heat at once (this one: "
+                f"{len(hot)} of {total} GPUs{span}) — the site's cooling, not one part",
+        values={**values, "site": where, "site_nodes": site["nodes"], "site_hot_nodes": len(site["hot"]),
+                "site_hot_hostnames": sorted(site["hot"])[:20], "min_site_share_pct": params["min_site_share_pct"]})]
 
 
 def _planned_maintenance(node, params, ctx):
@@ -448,12 +487,17 @@ RULES = [
         step=TriageStep.PLATFORM_HARDWARE, layer=Layer.FACILITY, severity=Severity.WARNING, duration_s=600,
         clear_hold_s=300, check=_room_thermal, gpu_candidates=_mask_candidates("thermal_bits"),
         gpu_annotations={"thermal_bits": ("clock_event_reasons_mask", THERMAL_MASK)}, needs_nvml=True,
-        explains=(Explains(("thermal_throttling",), same_gpu=False),),
+        explains=(Explains(("thermal_throttling",), same_gpu=False),), prepare=_prepare_room_thermal,
         params=(Param("min_share_pct", "number", 50.0, "Share of the node's GPUs throttling for heat at once",
                       minimum=1, maximum=100),
-                Param("min_gpus", "integer", 2, "At least this many GPUs", minimum=2, maximum=64)),
-        description="Thermal slowdown on most GPUs of a node at once points at cooling (the room, the rack, the "
-                    "server's fans), the facility layer — not at one GPU to replace.",
+                Param("min_gpus", "integer", 2, "At least this many GPUs", minimum=2, maximum=64),
+                Param("min_site_share_pct", "number", 50.0, "Share of a site's reporting nodes with a GPU "
+                      "throttling for heat at once (judged in the fleet-wide cycle)", minimum=1, maximum=100),
+                Param("min_site_nodes", "integer", 3, "At least this many nodes of the site", minimum=2,
+                      maximum=10000)),
+        description="Thermal slowdown on most GPUs of a node, or on most nodes of a site, at once points at "
+                    "cooling (the room, the rack, the server's fans), the facility layer — not at one GPU to "
+                    "replace.",
         remedy="check the room and rack cooling (inlet temperature, CRAC units, airflow, server fans); one part "
                "is not the cause"),
     node_rule(

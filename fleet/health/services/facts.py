@@ -48,7 +48,7 @@ BASELINE_FIELDS = ["id", "name", "pool_id", "node_id", *BASELINE_STACK_FIELDS, "
                    "gpu_count"]
 _NODE_FIELDS = ["id", "hostname", "provider_id", "pool_id", "delivery_form", "billing_mode", "state",
                 "expected_gpu_count", "expected_gpu_model", "pool__gpus_per_node", "pool__gpu_model",
-                "current_stack_id"]
+                "current_stack_id", "site_id", "site__name", "pool__site_id", "pool__site__name"]
 
 
 @dataclass(frozen=True)
@@ -101,13 +101,15 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     nodes = _scoped(Node.objects.order_by(), node_ids, "pk").annotate(**stack_columns)
     for row in nodes.values_list(*_NODE_FIELDS, *stack_columns):
         (node_id, hostname, provider_id, pool_id, delivery_form, billing_mode, state, expected_count,
-         expected_model, pool_gpus, pool_model, stack_id) = row[:12]
+         expected_model, pool_gpus, pool_model, stack_id, site_id, site_name, pool_site_id, pool_site_name) = row[:16]
         node = NodeFacts(id=node_id, hostname=hostname, provider_id=provider_id, pool_id=pool_id,
                          delivery_form=delivery_form, billing_mode=billing_mode, state=state,
                          expected_gpu_count=expected_count, expected_gpu_model=expected_model,
-                         pool_gpus_per_node=pool_gpus, pool_gpu_model=pool_model or "")
+                         pool_gpus_per_node=pool_gpus, pool_gpu_model=pool_model or "",
+                         site_id=site_id if site_id is not None else pool_site_id,
+                         site_name=(site_name if site_id is not None else pool_site_name) or "")
         if stack_id is not None:
-            node.stack_key = row[12:]
+            node.stack_key = row[16:]
             node.stack = {name: decode(value) if name in STACK_LIST_FIELDS else value
                           for name, value in zip(STACK_FIELDS, node.stack_key, strict=True)}
         facts[node_id] = node
