@@ -15,8 +15,9 @@ import pytest
 import requests
 
 from fleet.health.models import Finding, Rule
-from fleet.health.tasks import evaluate_nodes
-from fleet.inventory.models import Baseline, BoundaryOverride, Pool, Provider
+from fleet.health.tasks import evaluate_fleet, evaluate_nodes
+from fleet.inventory.models import Baseline, BoundaryOverride, Pool, Provider, Site
+from fleet.inventory.models import Node as NodeModel
 from fleet.telemetry.models import ChangeLogEntry
 from fleet.telemetry.services.enrollment import enrollment_token_create
 from fleet_agent.simulator import SimulatedAgent, parse_scenario
@@ -363,6 +364,21 @@ def test_all_gpus_throttling_for_heat_is_the_facility(provider, own_datacenter, 
         "platform_hardware", "facility", party)
     assert headline["summary"].startswith("8 of 8 GPUs throttle for heat at once")
     assert triage["headline"].startswith("Step 4 — 8 of 8 GPUs throttle for heat at once")
+    assert _consequence_rules(triage) == {"thermal_throttling"}
+
+
+def test_one_hot_gpu_on_most_nodes_of_a_site_is_the_site(api, node_for):
+    # Three servers of one owned datacenter hall, each with one GPU throttling for heat at the same time.
+    nodes = [node_for(_node(faults=[{"at_s": 30, "fault": "thermal_throttle", "gpu": index}], name=f"hall-{index}"))
+             for index in range(3)]
+    site = Site.objects.create(name="hall-b", provider=Provider.objects.get(slug="own"))
+    NodeModel.objects.filter(pk__in=[n.node_id for n in nodes]).update(site=site)
+    for node in nodes:
+        node.report(31)
+    evaluate_fleet.delay().get(timeout=60)  # the site view needs the fleet-wide cycle
+    triage, headline = _headline(api, nodes[0], "room_thermal_throttling")
+    assert (headline["layer"], headline["responsible_party"]) == ("facility", "provider")
+    assert headline["summary"].startswith("3 of 3 nodes of hall-b throttle for heat at once")
     assert _consequence_rules(triage) == {"thermal_throttling"}
 
 
