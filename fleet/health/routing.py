@@ -43,7 +43,7 @@ def _sentence(text: str) -> str:
 
 
 def route(*, layer: str, cells: dict, delivery_form: str, provider_name: str, remedy: str,
-          provider_initiated: bool = False) -> Routing:
+          provider_initiated: bool = False, escalated: bool = False) -> Routing:
     cell = _applicable_cell(layer, cells)
     party = cell.owner if cell is not None else Owner.US
     source = cell.source if cell is not None else "default"
@@ -56,9 +56,16 @@ def route(*, layer: str, cells: dict, delivery_form: str, provider_name: str, re
         kind = ActionKind.INTERNAL_FIX
         who = provider if party in (Owner.PROVIDER, Owner.SHARED) else "The platform"
         text = f"{who} initiated this on purpose ({layer_label}); no ticket is needed. {_sentence(remedy)}"
+    elif party == Owner.PROVIDER and escalated:
+        kind, text = ActionKind.PROVIDER_TICKET, _provider_escalated(used_layer, delivery_form, provider, remedy,
+                                                                     layer_label)
     elif party == Owner.PROVIDER:
         kind, text = ActionKind.PROVIDER_TICKET, _provider_action(used_layer, delivery_form, provider, remedy,
                                                                   layer_label)
+    elif party == Owner.HARDWARE_VENDOR and escalated:
+        kind = ActionKind.VENDOR_RMA
+        text = (f"Our hardware, escalated (the fault repeated past its threshold): drain the node and {remedy}; "
+                f"open an RMA with the hardware vendor now and attach the evidence bundle.")
     elif party == Owner.HARDWARE_VENDOR:
         kind = ActionKind.VENDOR_RMA
         text = (f"Our hardware, with vendor support: drain the node, then {remedy}. If it repeats after one "
@@ -72,6 +79,18 @@ def route(*, layer: str, cells: dict, delivery_form: str, provider_name: str, re
         form = DeliveryForm(delivery_form).label if delivery_form in DeliveryForm.values else delivery_form
         text = f"Ours to fix ({layer_label} on {form}): {remedy}."
     return Routing(party=party, source=source, layer=used_layer, action_kind=kind, action=text)
+
+
+def _provider_escalated(layer: str, delivery_form: str, provider: str, remedy: str, layer_label: str) -> str:
+    """The escalated action said as reached: no "if it repeats" clause, it has repeated."""
+    if layer == Layer.HARDWARE and delivery_form in CLOUD_FORMS:
+        return (f"Escalated (the fault repeated past its threshold): {remedy}. Open a ticket with {provider}, "
+                f"attach the evidence bundle and ask for the instance to be replaced.")
+    if layer == Layer.HARDWARE:
+        return (f"Escalated (the fault repeated past its threshold): drain the node and {remedy}. Open a ticket "
+                f"with {provider}, attach the evidence bundle and ask them to swap the part or the server.")
+    return (f"Escalated (the fault repeated past its threshold): {remedy}. Open a ticket with {provider} "
+            f"({layer_label}) and attach the evidence bundle.")
 
 
 def _provider_action(layer: str, delivery_form: str, provider: str, remedy: str, layer_label: str) -> str:

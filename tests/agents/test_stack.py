@@ -8,9 +8,12 @@ import textwrap
 import pytest
 
 from fleet_agent.collectors.stack import (
+    CONTAINER_INSPECT_FORMAT,
     CommandResult,
     StackCollector,
+    find_cuda_compat,
     find_cuda_toolkits,
+    parse_container_cuda,
     parse_tool_version,
     read_os_release,
     run_command,
@@ -175,3 +178,52 @@ def test_os_release_and_toolkit_helpers(tmp_path):
     assert read_os_release(HOST) == "Ubuntu 22.04.4 LTS"
     assert read_os_release(tmp_path) is None
     assert find_cuda_toolkits(HOST) == ["11.0", "12.4"]
+
+
+def test_probe_reports_the_cuda_runtime_libraries_the_frameworks_ship(tmp_path, monkeypatch):
+    """pip wheels of torch / jax pull in nvidia-cuda-runtime-cuXX: a CUDA runtime the driver must serve."""
+    site = tmp_path / "site"
+    info = site / "nvidia_cuda_runtime_cu12-12.6.77.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cuda-runtime-cu12\nVersion: 12.6.77\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    stack = StackCollector(host_root=tmp_path, proc_root=PROC, python=sys.executable, timeout_s=30).stack(None, None)
+    assert stack["frameworks"] == [{"name": "nvidia-cuda-runtime-cu12", "version": "12.6.77", "cuda": "12.6",
+                                    "arch_list": None, "kind": "runtime_library"}]
+
+
+def test_cuda_compat_packages_are_found_next_to_their_toolkit(tmp_path):
+    compat = tmp_path / "usr/local/cuda-12.8/compat"
+    compat.mkdir(parents=True)
+    (compat.parent / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.8.0"}}')
+    for name in ("libcuda.so", "libcuda.so.1", "libcuda.so.570.86.10", "libnvidia-ptxjitcompiler.so.570.86.10"):
+        (compat / name).write_bytes(b"")
+    (tmp_path / "usr/local/cuda-12.4").mkdir(parents=True)  # a toolkit without compat
+    assert find_cuda_compat(tmp_path) == [{"name": "cuda-compat", "version": "570.86.10", "cuda": "12.8",
+                                           "arch_list": None, "kind": "cuda_compat"}]
+    assert find_cuda_compat(tmp_path / "nowhere") == []
+
+
+def test_running_containers_cuda_from_their_image_environment(tmp_path):
+    calls = []
+
+    def run(argv, timeout):
+        calls.append(argv)
+        if argv[:2] == ["docker", "ps"]:
+            return CommandResult(0, "3f4e1a2b\n9c8d7e6f\n", "")
+        if argv[:2] == ["docker", "inspect"]:
+            return CommandResult(0, "nvcr.io/nvidia/pytorch:25.01-py3|PATH=/usr/bin;CUDA_VERSION=12.8.0.038;"
+                                    "NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=tesla,driver>=470;\n"
+                                    "redis:7|PATH=/usr/bin;\n", "")
+        return None
+
+    stack = StackCollector(host_root=tmp_path, proc_root=PROC, runner=run).stack(None, None)
+    assert stack["frameworks"] == [{"name": "container nvcr.io/nvidia/pytorch:25.01-py3", "version": "12.8.0.038",
+                                    "cuda": "12.8", "arch_list": None, "kind": "container"}]
+    assert ["docker", "inspect", "--format", CONTAINER_INSPECT_FORMAT, "3f4e1a2b", "9c8d7e6f"] in calls
+
+
+def test_container_cuda_from_nvidia_require_cuda_alone():
+    out = "myimage:1|NVIDIA_REQUIRE_CUDA=cuda>=11.8 brand=tesla;\nbad line\n"
+    assert parse_container_cuda(out) == [{"name": "container myimage:1", "version": "11.8", "cuda": "11.8",
+                                          "arch_list": None, "kind": "container"}]

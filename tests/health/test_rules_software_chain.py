@@ -25,7 +25,8 @@ def test_framework_built_for_newer_cuda_than_the_driver():
     node = healthy_node(delivery_form="cloud_shared")
 
     def fault(at):
-        _stack(node, driver_version="535.54.03", cuda_driver_version="12.2", frameworks=TORCH_124)
+        _stack(node, driver_version="535.54.03", cuda_driver_version="12.2", frameworks=TORCH_124,
+               cuda_toolkits=["12.2"])
 
     def clear(at):
         _stack(node, frameworks=TORCH_121)

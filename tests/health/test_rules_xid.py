@@ -165,7 +165,7 @@ def test_escalation_when_the_same_xid_returns_after_two_reboots():
     assert (finding.step, finding.layer, finding.responsible_party) == ("platform_hardware", "hardware",
                                                                          "hardware_vendor")
     assert finding.subject == f"gpu:{gpu.pk}"
-    assert finding.summary == "GPU 3: Xid 79 came back after 2 reboots — escalate to hardware"
+    assert finding.summary == "GPU 3: Xid 79 came back after 2 reboots — escalated: hardware, RMA / replace the GPU"
     assert finding.evidence["values"]["recurring"] == [{"code": 79, "boots_with_xid": 3}]
     assert finding.xid_policy_version == 1
 

@@ -32,14 +32,15 @@ def test_all_four_steps_pass_on_a_healthy_node():
 def test_the_first_failing_step_is_the_headline_in_plain_words():
     node = healthy_node()
     SoftwareStack.objects.filter(pk=node.current_stack_id).update(
-        driver_version="535.54.03", cuda_driver_version="12.2",
+        driver_version="535.54.03", cuda_driver_version="12.2", cuda_toolkits=["12.2"],
         frameworks=[{"name": "torch", "version": "2.4", "cuda": "12.4", "arch_list": ["sm_90"]}])
     set_gpu(GPU.objects.get(node=node, index=0), ecc_volatile_uncorrected=4)
     evaluate(now=T0)
     triage = node_triage(node=node, now=T0 + timedelta(seconds=5))
     assert _statuses(triage) == [("visibility", "passed"), ("software_chain", "failed"), ("capacity", "passed"),
                                  ("platform_hardware", "failed")]
-    assert triage["headline"] == "Step 2 — driver 535.54.03 supports CUDA ≤ 12.2, torch 2.4 was built for CUDA 12.4"
+    assert triage["headline"] == ("Step 2 — driver 535.54.03 supports CUDA ≤ 12.2, torch 2.4 was built for CUDA 12.4 "
+                                  "— owner: us")
     assert triage["headline_finding"].rule.slug == "cuda_driver_too_old"
     step4 = triage["steps"][3]
     assert step4["findings"][0].rule.slug == "ecc_uncorrectable"
@@ -63,7 +64,7 @@ def test_a_stale_report_makes_steps_unknown_but_keeps_failed_ones():
     assert _statuses(triage) == [("visibility", "failed"), ("software_chain", "unknown"), ("capacity", "unknown"),
                                  ("platform_hardware", "unknown")]
     assert triage["steps"][1]["reason"] == "no report since 2026-12-01 12:00:00 UTC"
-    assert triage["headline"] == "Step 1 — 7 of 8 GPUs visible"
+    assert triage["headline"].startswith("Step 1 — 7 of 8 GPUs visible — owner: ")
 
 
 def test_nvml_unavailable_blocks_the_later_steps():
@@ -100,7 +101,8 @@ def test_triage_api(viewer_api):
     response = viewer_api.get(f"/api/v1/nodes/{node.pk}/triage/")
     assert response.status_code == 200, response.content
     body = response.json()
-    assert body["headline"] == "Step 1 — 6 of 8 GPUs visible"
+    assert body["headline"] == f"Step 1 — 6 of 8 GPUs visible — owner: {node.provider.name}"
+    assert body["consequences"] == []
     assert body["headline_finding"]["rule"] == "gpu_count_low"
     assert body["steps"][0]["findings"][0]["responsible_party"] == "provider"
     assert body["steps"][0]["findings"][0]["evidence"]["values"]["gpu_count_seen"] == 6

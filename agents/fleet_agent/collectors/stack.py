@@ -81,6 +81,14 @@ if installed("jax"):
             cuda = major
             break
     frameworks.append({"name": "jax", "version": dist_version("jax"), "cuda": cuda, "arch_list": None})
+# The CUDA runtime libraries pip wheels of the frameworks pull in: each one is a CUDA runtime the driver must serve.
+for dist in ("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11",
+             "nvidia-cuda-runtime"):
+    version = dist_version(dist)
+    if version:
+        parts = version.split(".")
+        frameworks.append({"name": dist, "version": version, "cuda": ".".join(parts[:2]), "arch_list": None,
+                           "kind": "runtime_library"})
 print(json.dumps({"python": sys.version.split()[0], "frameworks": frameworks}))
 """
 
@@ -161,6 +169,51 @@ def find_cuda_toolkits(host_root: Path) -> list[str]:
     return sorted(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
 
 
+_LIBCUDA = re.compile(r"^libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
+
+
+def find_cuda_compat(host_root: Path) -> list[dict]:
+    """CUDA forward-compatibility packages (cuda-compat-X-Y): ``/usr/local/cuda-X.Y/compat/libcuda.so.<driver>``.
+    Each lets CUDA X.Y run on an older driver, on data-center GPUs only (the server judges that)."""
+    found = {}
+    base = host_root / "usr/local"
+    for directory in (sorted(base.glob("cuda-*")) + [base / "cuda"])[:32]:
+        try:
+            names = sorted(p.name for p in (directory / "compat").iterdir())
+        except OSError:
+            continue
+        libcuda = next((m.group(1) for m in map(_LIBCUDA.match, names) if m), None)
+        cuda = _toolkit_version(directory)
+        if libcuda and cuda:
+            found[(cuda, libcuda)] = {"name": "cuda-compat", "version": libcuda[:64], "cuda": cuda, "arch_list": None,
+                                      "kind": "cuda_compat"}
+    return list(found.values())[:4]
+
+
+# Images' CUDA: NVIDIA's CUDA base images set CUDA_VERSION (and NVIDIA_REQUIRE_CUDA) in the image environment.
+CONTAINER_INSPECT_FORMAT = "{{.Config.Image}}|{{range .Config.Env}}{{.}};{{end}}"
+MAX_CONTAINERS = 8
+
+
+def parse_container_cuda(output: str) -> list[dict]:
+    """Lines of ``<image>|ENV=value;ENV=value;`` → container entries with the image's CUDA, if it has one."""
+    entries = {}
+    for line in (output or "").splitlines():
+        image, sep, env = line.partition("|")
+        if not sep:
+            continue
+        variables = dict(item.split("=", 1) for item in env.split(";") if "=" in item)
+        cuda = major_minor(variables.get("CUDA_VERSION"))
+        if cuda is None:
+            match = re.search(r"cuda>=(\d+\.\d+)", variables.get("NVIDIA_REQUIRE_CUDA", ""))
+            cuda = match.group(1) if match else None
+        if cuda and image.strip():
+            entries[(image.strip(), cuda)] = {"name": f"container {image.strip()}"[:64],
+                                              "version": variables.get("CUDA_VERSION", cuda)[:64], "cuda": cuda,
+                                              "arch_list": None, "kind": "container"}
+    return list(entries.values())[:MAX_CONTAINERS]
+
+
 def _toolkit_version(directory: Path) -> str | None:
     try:
         data = json.loads((directory / "version.json").read_text(encoding="utf-8"))
@@ -200,6 +253,8 @@ class StackCollector:
         """Re-read the slow facts (subprocesses, file scans) into the cache and return them."""
         with self._refresh_lock:
             python_version, frameworks = self._frameworks()
+            # Every other CUDA the node carries rides in the same list, each entry with its `kind` (≤ 32 in all).
+            frameworks = frameworks + find_cuda_compat(self.host_root) + self._containers()
             facts = {
                 "cuda_toolkits": find_cuda_toolkits(self.host_root),
                 "python": python_version,
@@ -236,7 +291,7 @@ class StackCollector:
             self._warn(f"probe-stderr:{interpreter}", "framework probe: %s", result.stderr.strip()[-300:])
         try:
             data = json.loads(result.stdout.strip().splitlines()[-1])
-            frameworks = [_framework_entry(entry) for entry in data.get("frameworks", [])][:16]
+            frameworks = [_framework_entry(entry) for entry in data.get("frameworks", [])][:20]
             return _short(data.get("python")), frameworks
         except (ValueError, IndexError, AttributeError, TypeError):
             self._warn(
@@ -251,6 +306,21 @@ class StackCollector:
             if version:
                 return f"{tool} {version}"
         return None
+
+    def _containers(self) -> list[dict]:
+        """The CUDA of running containers' images, where the agent can see them (docker or podman CLI)."""
+        for tool in ("docker", "podman"):
+            listed = self._run([tool, "ps", "-q"], TOOL_TIMEOUT_S)
+            if listed is None or listed.returncode != 0:
+                continue
+            ids = [line.strip() for line in listed.stdout.splitlines() if line.strip()][:32]
+            if not ids:
+                return []
+            inspected = self._run([tool, "inspect", "--format", CONTAINER_INSPECT_FORMAT, *ids], TOOL_TIMEOUT_S)
+            if inspected is None or inspected.returncode != 0:
+                return []
+            return parse_container_cuda(inspected.stdout)
+        return []
 
     def _container_toolkit(self) -> str | None:
         for argv in (["nvidia-ctk", "--version"], ["nvidia-container-cli", "--version"]):
@@ -318,11 +388,17 @@ def _short(value: object, limit: int = 64) -> str | None:
     return str(value)[:limit] if value is not None else None
 
 
+FRAMEWORK_KINDS = ("framework", "runtime_library", "container", "cuda_compat")
+
+
 def _framework_entry(entry: dict) -> dict:
     arch = entry.get("arch_list")
-    return {
+    result = {
         "name": _short(entry.get("name")),
         "version": _short(entry.get("version")),
         "cuda": _short(entry.get("cuda")),
         "arch_list": [str(a)[:32] for a in arch][:64] if isinstance(arch, list) else None,
     }
+    if entry.get("kind") in FRAMEWORK_KINDS[1:]:
+        result["kind"] = entry["kind"]
+    return result

@@ -344,13 +344,22 @@ class SimulatedAgent:
                 gpu.enumerated = False
         elif fault.kind == "ecc_uncorrectable":
             count = int(params.get("count", 1))
+            containment = params.get("containment")
             for gpu in self._gpus(fault):
                 for counter in (ECC_VOLATILE, ECC_AGGREGATE):
                     gpu.ecc[(ECC_UNCORRECTED, counter)] = gpu.ecc.get((ECC_UNCORRECTED, counter), 0) + count
                 if "retired_pages" not in gpu.unsupported:  # pre-Ampere boards retire the page instead
                     gpu.retired_pages.setdefault(_DOUBLE_BIT_ECC, []).append(0x1A2B3C000 + count)
                     gpu.retired_pending = True
-                self._xid(gpu, 48)
+                if containment and "remapped_rows" not in gpu.unsupported:
+                    # Ampere and later: the row is remapped at the next reset (Xid 63), and the driver says whether
+                    # the error was contained to the processes that touched it (Xid 94) or not (Xid 95).
+                    correctable, uncorrectable, _pending, failure = gpu.remapped
+                    gpu.remapped = (correctable, uncorrectable + count, 1, failure)
+                    self._xid(gpu, 63)
+                    self._xid(gpu, 94 if containment == "contained" else 95)
+                else:
+                    self._xid(gpu, 48)
         elif fault.kind == "row_remap_pending":
             for gpu in self._gpus(fault):
                 correctable, uncorrectable, _pending, failure = gpu.remapped
@@ -417,6 +426,8 @@ class SimulatedAgent:
             for gpu in self._gpus(fault):
                 gpu.ecc[(ECC_UNCORRECTED, ECC_VOLATILE)] = 0  # volatile counters reset with the driver
                 gpu.retired_pending = False
+                c, u, _p, f = gpu.remapped
+                gpu.remapped = (c, u, 0, f)
         elif fault.kind == "row_remap_pending":
             for gpu in self._gpus(fault):
                 c, u, _p, f = gpu.remapped

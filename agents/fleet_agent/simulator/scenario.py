@@ -27,7 +27,7 @@ FAULTS: dict[str, tuple[frozenset[str], bool, bool]] = {
     "xid": (frozenset({"code", "message", "repeat_s"}), True, False),
     "gpu_lost": (frozenset(), True, False),
     "gpu_missing": (frozenset(), True, False),
-    "ecc_uncorrectable": (frozenset({"count"}), True, False),
+    "ecc_uncorrectable": (frozenset({"count", "containment"}), True, False),
     "row_remap_pending": (frozenset(), True, False),
     "row_remap_failure": (frozenset(), True, False),
     "pcie_downgrade": (frozenset({"gen", "width"}), True, True),
@@ -112,6 +112,10 @@ DEFAULT_STACK: dict[str, Any] = {
     "nvidia_container_toolkit": "1.15.0",
     "os": "Ubuntu 22.04.4 LTS",
     "kernel": "5.15.0-105-generic",
+    # Running containers the agent can inspect ([{"image": ..., "cuda": "12.8"}]) and CUDA forward-compatibility
+    # packages ([{"cuda": "12.8", "libcuda": "570.86.10"}]).
+    "containers": [],
+    "cuda_compat": [],
 }
 SPOT_NOTICE_KINDS = {
     "aws": ("terminate", "stop", "hibernate", "rebalance"),
@@ -333,6 +337,8 @@ def _parse_fault(data: Any, where: str, node: NodeSpec) -> Fault:
         _one_of(params["mount"], data_mounts, f"{where}.mount")
     if kind == "peermem_missing":
         _expect(node.rdma_devices > 0, f"{where}.fault", "peermem_missing needs a node with rdma_devices")
+    if kind == "ecc_uncorrectable" and "containment" in params:
+        _one_of(params["containment"], ("contained", "uncontained"), f"{where}.containment")
     if kind == "spot_notice":
         _expect(
             node.is_cloud, f"{where}.fault", f"spot_notice needs a cloud node, not provider {node.provider!r}"

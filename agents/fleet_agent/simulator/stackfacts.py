@@ -36,6 +36,14 @@ class SimulatedStack:
             toolkit.mkdir(parents=True, exist_ok=True)
             payload = {"cuda": {"name": "CUDA SDK", "version": f"{version}.1"}}
             (toolkit / "version.json").write_text(json.dumps(payload))
+        for package in self.facts.get("cuda_compat") or []:
+            # cuda-compat-X-Y installs the newer user-mode driver next to the toolkit it belongs to.
+            toolkit = self.host_root / "usr/local" / f"cuda-{package['cuda']}"
+            (toolkit / "compat").mkdir(parents=True, exist_ok=True)
+            payload = {"cuda": {"name": "CUDA SDK", "version": f"{package['cuda']}.0"}}
+            (toolkit / "version.json").write_text(json.dumps(payload))
+            (toolkit / "compat" / f"libcuda.so.{package['libcuda']}").write_bytes(b"")
+            (toolkit / "compat" / "libcuda.so.1").write_bytes(b"")
 
     def run(self, argv: list[str], timeout: float) -> CommandResult | None:
         """Same contract as ``collectors.stack.run_command``: None when the binary does not exist."""
@@ -44,6 +52,14 @@ class SimulatedStack:
             payload = {"python": self.facts.get("python"), "frameworks": self.facts.get("frameworks") or []}
             return CommandResult(0, json.dumps(payload) + "\n", "")
         runtime = self.facts.get("container_runtime") or ""
+        containers = self.facts.get("containers") or []
+        if tool in ("docker", "podman") and runtime.startswith(tool + " ") and argv[1:2] == ["ps"]:
+            return CommandResult(0, "".join(f"{i:012x}\n" for i in range(1, len(containers) + 1)), "")
+        if tool in ("docker", "podman") and runtime.startswith(tool + " ") and argv[1:2] == ["inspect"]:
+            lines = [f"{c['image']}|PATH=/usr/local/nvidia/bin:/usr/bin;"
+                     + (f"CUDA_VERSION={c['cuda']};NVIDIA_REQUIRE_CUDA=cuda>={c['cuda']};" if c.get("cuda") else "")
+                     for c in containers]
+            return CommandResult(0, "\n".join(lines) + "\n", "")
         if tool in _TOOL_OUTPUT and runtime.startswith(tool + " "):
             version = runtime.split(" ", 1)[1]
             return CommandResult(0, _TOOL_OUTPUT[tool].format(version=version) + "\n", "")

@@ -152,6 +152,15 @@ class TriageStepSerializer(serializers.Serializer):
     pending = PendingConditionSerializer(many=True)
 
 
+class ConsequenceSerializer(serializers.Serializer):
+    finding = serializers.IntegerField(help_text="An open finding that another open finding explains")
+    rule = serializers.CharField()
+    summary = serializers.CharField()
+    explained_by = serializers.IntegerField(help_text="The finding that explains it (its rule declares so)")
+    explained_by_rule = serializers.CharField()
+    root_cause = serializers.IntegerField(help_text="The end of the chain: the finding the headline names")
+
+
 class TriageSerializer(serializers.Serializer):
     node = serializers.IntegerField()
     hostname = serializers.CharField()
@@ -161,3 +170,4 @@ class TriageSerializer(serializers.Serializer):
     headline = serializers.CharField()
     headline_finding = FindingSerializer(allow_null=True)
     steps = TriageStepSerializer(many=True)
+    consequences = ConsequenceSerializer(many=True)

@@ -58,6 +58,29 @@ class Param:
                 "minimum": self.minimum, "maximum": self.maximum}
 
 
+@dataclass(frozen=True)
+class Explains:
+    """This rule's open finding explains open findings of `rules`: they are its consequences, or it is the more
+    specific reading of the same fault. The triage headline then names this finding, and lists the others as
+    explained by it.
+
+    * `same_gpu` (default): only findings on the same GPU (a node-wide explaining finding explains them all);
+      False: every such finding on the node.
+    * `when_critical`: only while the explaining finding is critical (a hung process is a consequence of a
+      critical hardware fault, not of a warning).
+    * `subjects`: only findings whose subject ends with one of these (`":xid:63"`: that Xid of the rule `xid`).
+    """
+
+    rules: tuple[str, ...]
+    same_gpu: bool = True
+    when_critical: bool = False
+    subjects: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"rules": list(self.rules), "same_gpu": self.same_gpu, "when_critical": self.when_critical,
+                "subjects": list(self.subjects)}
+
+
 @dataclass
 class Observation:
     """One subject for which a rule's condition is true now, with the evidence behind it."""
@@ -72,6 +95,10 @@ class Observation:
     remedy: str | None = None
     log_lines: list[dict] = field(default_factory=list)
     xid_policy_version: int | None = None
+    # None: the definition's `explains`; a tuple (possibly empty) replaces it for this subject.
+    explains: tuple[Explains, ...] | None = None
+    # The fault is past its escalation threshold: the remedy is the escalated action, routing says it as such.
+    escalated: bool = False
 
 
 Check = Callable[..., "list[Observation] | None"]
@@ -101,6 +128,12 @@ class RuleDefinition:
     candidates_only: bool = False
     # The provider acted on purpose (a spot reclaim): route to the layer's owner but never ask for a ticket.
     provider_initiated: bool = False
+    # Findings of other rules this rule's findings explain (optional; see `Explains`, docs/health.md).
+    explains: tuple[Explains, ...] = ()
+    # Optional: called once per cycle before the checks with every loaded node's facts, the rule's fleet-wide
+    # params, the context and whether the cycle is scoped to some nodes; puts fleet aggregates (per site, …)
+    # into `ctx.memo` for the check. Must not query the database.
+    prepare: Callable[..., None] | None = None
 
     def default_params(self) -> dict:
         return {p.name: p.default for p in self.params}
@@ -138,13 +171,14 @@ def gpu_label(row: dict) -> str:
     return f"GPU {index}" if index is not None else f"GPU {row.get('gpu_pci_bus_id') or row.get('gpu_id')}"
 
 
-def per_gpu(check_gpu: Callable[[dict, Any, dict], Observation | None]) -> Check:
-    """Turn a check of one GPU status row into a node check over the node's candidate GPU rows."""
+def per_gpu(check_gpu: Callable[..., Observation | None], *, with_ctx: bool = False) -> Check:
+    """Turn a check of one GPU status row into a node check over the node's candidate GPU rows (`with_ctx`: the
+    GPU check also takes the cycle's context, e.g. to read the Xid policy table)."""
 
     def check(node, params, ctx) -> list[Observation]:
         found = []
         for row in node.candidate_gpus:
-            observation = check_gpu(row, node, params)
+            observation = check_gpu(row, node, params, ctx) if with_ctx else check_gpu(row, node, params)
             if observation is not None:
                 observation.subject = gpu_subject(row["gpu_id"])
                 observation.gpu_id = row["gpu_id"]
@@ -162,8 +196,21 @@ def node_rule(**kwargs) -> RuleDefinition:
     return RuleDefinition(scope=Scope.NODE, **kwargs)
 
 
-def gpu_rule(*, check_gpu, **kwargs) -> RuleDefinition:
-    return RuleDefinition(scope=Scope.GPU, check=per_gpu(check_gpu), candidates_only=True, **kwargs)
+def gpu_rule(*, check_gpu, with_ctx: bool = False, **kwargs) -> RuleDefinition:
+    return RuleDefinition(scope=Scope.GPU, check=per_gpu(check_gpu, with_ctx=with_ctx), candidates_only=True,
+                          **kwargs)
+
+
+# Findings that follow from a critical hardware fault on their GPU: a process hung on the broken GPU keeps its
+# memory (issue: "a hung process holding GPU memory on a GPU that already has a critical hardware fault is a
+# consequence, not the cause").
+HUNG_ON_BROKEN_GPU = Explains(("residual_gpu_processes", "gpu_memory_pressure"), when_critical=True)
+# The rules that read a GPU's ECC counters; an ECC Xid (48, 63, 64, 94, 95, …) is the more specific reading of
+# the same fault, because it says whether the error was contained.
+ECC_COUNTER_RULES = ("ecc_uncorrectable", "pending_page_retirement", "row_remap_failure")
+# Symptoms an announced event explains on the whole node: the GPUs go, the node falls silent, the driver stops.
+DISRUPTION_SYMPTOMS = ("gpu_lost", "gpu_count_low", "node_silent", "nvml_unavailable", "xid", "xid_escalation",
+                       "sxid_fatal", "residual_gpu_processes")
 
 
 def pct(value: float | None) -> str:

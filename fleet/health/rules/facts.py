@@ -64,6 +64,8 @@ class NodeFacts:
     expected_gpu_model: str = ""
     pool_gpus_per_node: int | None = None
     pool_gpu_model: str = ""
+    site_id: int | None = None  # the node's site, else its pool's
+    site_name: str = ""
     status: dict | None = None
     stack: dict | None = None
     # A hashable fingerprint of the stack as stored (identical stacks, identical keys): lets checks whose result
@@ -77,6 +79,9 @@ class NodeFacts:
     events: list[EventFact] = field(default_factory=list)
     xid_history: list[XidOccurrence] = field(default_factory=list)
     reboots: list[datetime] = field(default_factory=list)
+    boots: list[datetime] = field(default_factory=list)  # boot id changes the agent reported (the node came back)
+    # Disruptions we asked for (remediation's reboot / stack rollback steps): (at, change-log field, summary).
+    requested_changes: list[tuple[datetime, str, str]] = field(default_factory=list)
     gpus: dict[int, GpuIdentity] = field(default_factory=dict)
 
     @property

@@ -17,7 +17,23 @@ from fleet_agent.protocol import (
 )
 
 from ..choices import Severity, TriageStep
-from .base import Observation, Param, gpu_label, gpu_rule, node_rule
+from .base import (
+    DISRUPTION_SYMPTOMS,
+    HUNG_ON_BROKEN_GPU,
+    Explains,
+    Observation,
+    Param,
+    gpu_label,
+    gpu_rule,
+    node_rule,
+)
+from .xid import ACTION_PHRASES, policy_for
+
+# NVIDIA's containment Xids (A100 and later): 94 = the error was contained to the processes that touched the
+# memory (restart them, the GPU stays usable); 95 = uncontained (reset the GPU). 48 (DBE) and 140 (unrecovered
+# ECC) are uncontained readings as well.
+XID_CONTAINED = 94
+XID_UNCONTAINED = frozenset({95, 48, 140})
 
 # Throttling the rules judge: thermal, and power trouble beyond the normal software power cap (a brake or a
 # hardware slowdown point at the PSU or the power feed).
@@ -45,15 +61,42 @@ def _ecc_candidates(params) -> Q:
     return Q(ecc_volatile_uncorrected__gt=params["max_errors"])
 
 
-def _ecc_uncorrectable(row, node, params):
+def ecc_containment(node, gpu_id: int) -> str | None:
+    """"contained" / "uncontained" from the ECC Xids this GPU logged in the event window, None without any.
+    One uncontained error makes the GPU's state uncontained whatever else was contained."""
+    codes = set()
+    for event in node.events_of(EventKind.XID) if node.events else ():
+        if event.code == XID_CONTAINED or event.code in XID_UNCONTAINED:
+            key, _ = node.gpu_ref(event.gpu_id, event.pci_bus_id)
+            if key == f"gpu:{gpu_id}":
+                codes.add(event.code)
+    if codes & XID_UNCONTAINED:
+        return "uncontained"
+    return "contained" if XID_CONTAINED in codes else None
+
+
+def _ecc_uncorrectable(row, node, params, ctx):
     errors = row.get("ecc_volatile_uncorrected")
     if errors is None or errors <= params["max_errors"]:
         return None
+    values = {"ecc_volatile_uncorrected": errors, "ecc_aggregate_uncorrected": row.get("ecc_aggregate_uncorrected"),
+              "retired_pages_count": row.get("retired_pages_count"),
+              "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable")}
+    containment = ecc_containment(node, row["gpu_id"])
+    values["containment"] = containment
+    if containment == "contained":
+        # Agree with the Xid policy of a contained error: its severity, layer and first action, not "reset".
+        policy = policy_for(ctx, XID_CONTAINED)
+        action = ACTION_PHRASES.get(policy["action"], policy["action"])
+        return Observation(
+            summary=f"{gpu_label(row)}: {errors} uncorrectable ECC error(s) since the last reset, contained "
+                    f"(Xid {XID_CONTAINED}) — {action}; the GPU stays usable",
+            severity=policy["severity"], layer=policy["layer"], remedy=f"{action}; the GPU stays usable",
+            xid_policy_version=ctx.xid_version, values=values)
     return Observation(
-        summary=f"{gpu_label(row)}: {errors} uncorrectable ECC error(s) since the last reset",
-        values={"ecc_volatile_uncorrected": errors, "ecc_aggregate_uncorrected": row.get("ecc_aggregate_uncorrected"),
-                "retired_pages_count": row.get("retired_pages_count"),
-                "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable")})
+        summary=f"{gpu_label(row)}: {errors} uncorrectable ECC error(s) since the last reset"
+                + (" (uncontained)" if containment else ""),
+        values=values)
 
 
 def _pending_candidates(params) -> Q:
@@ -65,8 +108,10 @@ def _pending_retirement(row, node, params):
     if not pages and not rows:
         return None
     what = " and ".join(filter(None, ["page retirement" if pages else "", "row remapping" if rows else ""]))
+    contained = ecc_containment(node, row["gpu_id"]) == "contained"
     return Observation(
-        summary=f"{gpu_label(row)}: {what} pending — takes effect after a GPU reset",
+        summary=f"{gpu_label(row)}: {what} pending — takes effect after a GPU reset"
+                + (" (after a contained error: no urgency)" if contained else ""),
         values={"retired_pages_pending": pages, "retired_pages_count": row.get("retired_pages_count"),
                 "remapped_rows_pending": rows, "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable")})
 
@@ -172,6 +217,110 @@ def _notice_current(reported_at, deadline, now, window_s: int) -> bool:
     if reported_at is not None and (now - reported_at).total_seconds() <= window_s:
         return True
     return deadline is not None and now <= deadline
+
+
+def _hot_rows(node) -> list[dict]:
+    return [row for row in node.candidate_gpus
+            if _reasons(row.get("clock_event_reasons_mask"), row.get("clock_event_reasons"), THERMAL_MASK)]
+
+
+_SITE_MEMO = "room_thermal_sites"
+
+
+def _prepare_room_thermal(facts, params, ctx, scoped: bool) -> None:
+    """Per site: the reporting nodes and those with a GPU throttling for heat. A cycle scoped to some nodes sees
+    only part of a site, so it records nothing and the site view is 'cannot tell' there."""
+    if scoped:
+        ctx.memo[_SITE_MEMO] = None
+        return
+    sites: dict[int, dict] = {}
+    for node in facts.values():
+        if node.site_id is None or node.silent or not node.nvml_ok or node.state == "retired":
+            continue
+        site = sites.setdefault(node.site_id, {"nodes": 0, "hot": []})
+        site["nodes"] += 1
+        if _hot_rows(node):
+            site["hot"].append(node.hostname)
+    ctx.memo[_SITE_MEMO] = sites
+
+
+def _room_thermal(node, params, ctx):
+    """Most GPUs of the node, or GPUs on most nodes of its site, throttling for heat at once: the cooling of the
+    room, the rack or the server — not one part."""
+    total = sum(kind[3] for kind in node.gpu_kinds)
+    if not total:
+        return None
+    hot = _hot_rows(node)
+    share = 100.0 * len(hot) / total
+    temperatures = sorted(t for t in (row.get("temperature_c") for row in hot) if t is not None)
+    span = f" at {temperatures[0]}–{temperatures[-1]} °C" if temperatures else ""
+    values = {"throttling_gpus": len(hot), "gpu_count": total, "share_pct": round(share, 1),
+              "gpu_indices": sorted(row.get("gpu_index") for row in hot if row.get("gpu_index") is not None),
+              "temperatures_c": temperatures, "min_share_pct": params["min_share_pct"]}
+    if len(hot) >= params["min_gpus"] and share >= params["min_share_pct"]:
+        return [Observation(
+            summary=f"{len(hot)} of {total} GPUs throttle for heat at once{span} — the cooling (room, rack or "
+                    f"server airflow), not one part", values=values)]
+    if not hot or node.site_id is None:
+        return []
+    sites = ctx.memo.get(_SITE_MEMO)
+    if sites is None:
+        return None  # a cycle over some nodes only cannot judge the site
+    site = sites.get(node.site_id) or {"nodes": 0, "hot": []}
+    site_share = 100.0 * len(site["hot"]) / site["nodes"] if site["nodes"] else 0.0
+    if len(site["hot"]) < params["min_site_nodes"] or site_share < params["min_site_share_pct"]:
+        return []
+    where = node.site_name or f"site {node.site_id}"
+    return [Observation(
+        summary=f"{len(site['hot'])} of {site['nodes']} nodes of {where} throttle for heat at once (this one: "
+                f"{len(hot)} of {total} GPUs{span}) — the site's cooling, not one part",
+        values={**values, "site": where, "site_nodes": site["nodes"], "site_hot_nodes": len(site["hot"]),
+                "site_hot_hostnames": sorted(site["hot"])[:20], "min_site_share_pct": params["min_site_share_pct"]})]
+
+
+def _planned_maintenance(node, params, ctx):
+    status = node.status
+    if status is None:
+        return None
+    if status.get("notice_kind") not in params["notice_kinds"]:
+        return []
+    reported_at, deadline = status.get("notice_reported_at"), status.get("notice_deadline")
+    if not _notice_current(reported_at, deadline, ctx.now, params["window_s"]):
+        return []
+    when = f"scheduled for {deadline:%Y-%m-%d %H:%M:%S} UTC" if deadline else "no time given"
+    return [Observation(
+        summary=f"The provider announced {status['notice_kind']} of this node ({when}) — GPUs or the node may go "
+                f"away and come back",
+        since=reported_at, remedy="checkpoint and drain the node before the event; no hardware ticket — the "
+                                  "node returns when the maintenance ends",
+        values={"kind": status["notice_kind"], "deadline": deadline.isoformat() if deadline else None})]
+
+
+_REQUESTED_WORDS = {"reboot_requested": "a reboot", "driver_change": "a driver / stack change"}
+
+
+def _requested_disruption(node, params, ctx):
+    """A reboot or driver change we asked for (remediation's step started) and the node has not come back from."""
+    if not node.requested_changes:
+        return []
+    start = ctx.now.timestamp() - params["window_s"]
+    current = [(at, field, summary) for at, field, summary in node.requested_changes if at.timestamp() >= start]
+    if not current:
+        return []
+    at, field, summary = max(current)
+    if field == "reboot_requested" and any(boot > at for boot in node.boots):
+        return []  # the node came back with a new boot id: what is still wrong now is not the reboot
+    status = node.status or {}
+    back = status.get("received_at") is not None and status["received_at"] > at and not status.get("silent") \
+        and field == "driver_change" and status.get("nvml_status") == "ok"
+    if back:
+        return []  # the driver answers again after the change
+    return [Observation(
+        summary=f"{_REQUESTED_WORDS.get(field, field).capitalize()} was started on purpose at {at:%H:%M:%S} UTC "
+                f"({summary}) — the node is expected to go down and come back",
+        since=at, remedy="wait for the node to come back, then verify it; lost GPUs or silence until then are "
+                         "part of the change",
+        values={"requested_at": at.isoformat(), "change": field, "summary": summary})]
 
 
 def _preemption_notice(node, params, ctx):
@@ -292,7 +441,8 @@ RULES = [
     gpu_rule(
         slug="ecc_uncorrectable", title="Uncorrectable ECC errors", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.HARDWARE, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=300,
-        check_gpu=_ecc_uncorrectable, gpu_candidates=_ecc_candidates, needs_nvml=True,
+        check_gpu=_ecc_uncorrectable, with_ctx=True, gpu_candidates=_ecc_candidates, needs_nvml=True,
+        explains=(HUNG_ON_BROKEN_GPU,),
         params=(Param("max_errors", "integer", 0, "Volatile uncorrectable errors tolerated", minimum=0),),
         description="Volatile uncorrectable ECC errors: data on this GPU may be corrupt.",
         remedy="reset the GPU (or reboot); if errors return, the GPU memory is failing"),
@@ -306,6 +456,7 @@ RULES = [
         slug="row_remap_failure", title="Row remap failure", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.HARDWARE, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=300,
         check_gpu=_remap_failure, gpu_candidates=lambda params: Q(remapped_rows_failure=True), needs_nvml=True,
+        explains=(HUNG_ON_BROKEN_GPU,),
         description="The GPU ran out of spare rows; it cannot repair memory errors any more.",
         remedy="take the GPU out of service; it needs replacing"),
     gpu_rule(
@@ -332,8 +483,27 @@ RULES = [
         description="Hardware slowdown or power brake (not the normal software power cap): PSU or power feed.",
         remedy="check the power supplies and the power feed of the server"),
     node_rule(
+        slug="room_thermal_throttling", title="Most GPUs throttling for heat (cooling)",
+        step=TriageStep.PLATFORM_HARDWARE, layer=Layer.FACILITY, severity=Severity.WARNING, duration_s=600,
+        clear_hold_s=300, check=_room_thermal, gpu_candidates=_mask_candidates("thermal_bits"),
+        gpu_annotations={"thermal_bits": ("clock_event_reasons_mask", THERMAL_MASK)}, needs_nvml=True,
+        explains=(Explains(("thermal_throttling",), same_gpu=False),), prepare=_prepare_room_thermal,
+        params=(Param("min_share_pct", "number", 50.0, "Share of the node's GPUs throttling for heat at once",
+                      minimum=1, maximum=100),
+                Param("min_gpus", "integer", 2, "At least this many GPUs", minimum=2, maximum=64),
+                Param("min_site_share_pct", "number", 50.0, "Share of a site's reporting nodes with a GPU "
+                      "throttling for heat at once (judged in the fleet-wide cycle)", minimum=1, maximum=100),
+                Param("min_site_nodes", "integer", 3, "At least this many nodes of the site", minimum=2,
+                      maximum=10000)),
+        description="Thermal slowdown on most GPUs of a node, or on most nodes of a site, at once points at "
+                    "cooling (the room, the rack, the server's fans), the facility layer — not at one GPU to "
+                    "replace.",
+        remedy="check the room and rack cooling (inlet temperature, CRAC units, airflow, server fans); one part "
+               "is not the cause"),
+    node_rule(
         slug="sxid_fatal", title="Fatal NVSwitch SXid", step=TriageStep.PLATFORM_HARDWARE, layer=Layer.HARDWARE,
         severity=Severity.CRITICAL, duration_s=0, clear_hold_s=600, check=_sxid_fatal,
+        explains=(Explains(HUNG_ON_BROKEN_GPU.rules, same_gpu=False, when_critical=True),),
         params=(Param("window_s", "integer", 3600, "How long a fatal SXid keeps the finding open",
                       minimum=60, maximum=7 * 86400),),
         description="A fatal NVSwitch error: NVLink traffic between the GPUs is broken.",
@@ -342,14 +512,37 @@ RULES = [
         slug="preemption_notice", title="Preemption notice", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.VIRTUALIZATION, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=0,
         check=_preemption_notice, provider_initiated=True, needs_report=False,
+        explains=(Explains(DISRUPTION_SYMPTOMS, same_gpu=False),),
         params=(Param("window_s", "integer", 900, "How long a notice counts after the report or event that "
                       "carried it (at least until its deadline)", minimum=1, maximum=86400),),
         description="The cloud announced it will reclaim (terminate, stop, hibernate) this instance.",
         remedy="checkpoint now and drain the node"),
     node_rule(
+        slug="requested_disruption", title="Reboot or driver change in progress (requested)",
+        # We started it, so it sits on a layer we own on every delivery form: nobody else is asked to act.
+        step=TriageStep.PLATFORM_HARDWARE, layer=Layer.APPLICATION, severity=Severity.WARNING, duration_s=0,
+        clear_hold_s=0, check=_requested_disruption, needs_report=False,
+        explains=(Explains(DISRUPTION_SYMPTOMS, same_gpu=False),),
+        params=(Param("window_s", "integer", 1800, "How long after the request a node that has not come back "
+                      "is still explained by it", minimum=60, maximum=86400),),
+        description="A reboot or a driver / stack rollback we started (remediation's step) is in progress: the "
+                    "node going silent or losing GPUs until it comes back is its consequence.",
+        remedy="wait for the node to come back, then verify it"),
+    node_rule(
+        slug="planned_maintenance", title="Planned maintenance announced", step=TriageStep.PLATFORM_HARDWARE,
+        layer=Layer.VIRTUALIZATION, severity=Severity.WARNING, duration_s=0, clear_hold_s=0,
+        check=_planned_maintenance, provider_initiated=True, needs_report=False,
+        explains=(Explains(DISRUPTION_SYMPTOMS, same_gpu=False),),
+        params=(Param("window_s", "integer", 3600, "How long a maintenance notice counts after the report that "
+                      "carried it (at least until its time)", minimum=1, maximum=7 * 86400),
+                Param("notice_kinds", "string_list", ["maintenance"], "Notice kinds that announce maintenance")),
+        description="The provider announced maintenance of the instance or host: lost GPUs or a silent node "
+                    "inside its window are its consequence, not a hardware fault.",
+        remedy="checkpoint and drain before the event"),
+    node_rule(
         slug="silent_spot_node", title="Spot node silent (likely preempted)", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.VIRTUALIZATION, severity=Severity.WARNING, duration_s=0, clear_hold_s=60, check=_silent_spot,
-        needs_report=False, provider_initiated=True,
+        needs_report=False, provider_initiated=True, explains=(Explains(DISRUPTION_SYMPTOMS, same_gpu=False),),
         params=(Param("notice_lookback_s", "integer", 900,
                       "A preemption notice this long before the silence confirms the reclaim",
                       minimum=0, maximum=86400),),

@@ -1,5 +1,7 @@
 """Step 2 — software chain: driver ↔ CUDA ↔ framework compatible, GPU architecture built in, no drift."""
 
+import re
+
 from fleet.inventory.boundary import LAYER_ORDER
 from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS, STACK_LIST_FIELDS, Layer
 from fleet.inventory.models import Baseline, SoftwareStack
@@ -30,17 +32,77 @@ def _memo(ctx, key: tuple | None, compute):
     return ctx.memo[key]
 
 
-def _too_new_frameworks(frameworks, driver_cuda, allow_minor: bool) -> list[tuple[dict, tuple[int, int]]]:
-    problems = []
-    for framework in frameworks or []:
-        if not isinstance(framework, dict):
+# Forward compatibility (cuda-compat) works on data-center GPUs only (NVIDIA, "CUDA Compatibility": "forward
+# compatibility is supported only on NVIDIA Data Center GPUs and select NGC Server Ready RTX SKUs"); GeForce,
+# TITAN and workstation boards are out.
+_CONSUMER_GPU = re.compile(r"geforce|titan|quadro|\brtx\b", re.IGNORECASE)
+_DATACENTER_GPU = re.compile(r"\b(?:tesla|[abhltv]\d|gh\d|gb\d|a\d\d|h\d\d\d|b\d\d\d|l\d\d)", re.IGNORECASE)
+
+
+def is_datacenter_gpu(model: str | None) -> bool:
+    if not model or _CONSUMER_GPU.search(model):
+        return False
+    return bool(_DATACENTER_GPU.search(model))
+
+
+_KIND_WORDS = {"framework": "framework", "runtime_library": "CUDA runtime library", "container": "container",
+               "toolkit": "CUDA toolkit"}
+
+
+def _cuda_runtimes(stack: dict) -> tuple[list[dict], list[dict]]:
+    """Every CUDA runtime the node carries — framework builds, the runtime libraries they ship, containers' images,
+    installed toolkits — and the forward-compatibility packages, each as {kind, name, version, cuda}."""
+    runtimes, compat = [], []
+    for entry in stack.get("frameworks") or []:
+        if not isinstance(entry, dict):
             continue
-        built = parse_cuda(framework.get("cuda"))
-        if built is None:
+        version = parse_cuda(entry.get("cuda"))
+        if version is None:
             continue
-        if (built[0] > driver_cuda[0]) if allow_minor else (built > driver_cuda):
-            problems.append((framework, built))
-    return problems
+        kind = entry.get("kind") or "framework"
+        item = {"kind": kind, "name": entry.get("name") or kind, "version": entry.get("version"),
+                "cuda": version}
+        (compat if kind == "cuda_compat" else runtimes).append(item)
+    for toolkit in stack.get("cuda_toolkits") or []:
+        version = parse_cuda(toolkit)
+        if version is not None:
+            runtimes.append({"kind": "toolkit", "name": f"cuda-{toolkit}", "version": str(toolkit),
+                             "cuda": version})
+    return runtimes, compat
+
+
+def _runtime_phrase(item: dict) -> str:
+    cuda = format_cuda(item["cuda"])
+    if item["kind"] == "framework":
+        return f"{_framework_label(item)} was built for CUDA {cuda}"
+    if item["kind"] == "toolkit":
+        return f"CUDA toolkit {cuda} is installed (/usr/local/cuda-{item['version']})"
+    if item["kind"] == "container":
+        return f"{item['name']} runs CUDA {cuda}"
+    return f"{item['name']} {item.get('version') or ''} (shipped with the frameworks) is CUDA {cuda}"
+
+
+def _too_new(runtimes: list[dict], ceiling: tuple[int, int], allow_minor: bool) -> list[dict]:
+    return [item for item in runtimes
+            if ((item["cuda"][0] > ceiling[0]) if allow_minor else (item["cuda"] > ceiling))]
+
+
+def _cuda_verdict(stack: dict, driver_cuda: tuple[int, int], allow_minor: bool, datacenter: bool | None) -> dict:
+    runtimes, compat = _cuda_runtimes(stack)
+    ceiling, compat_note, honoured = driver_cuda, "", None
+    if compat:
+        best = max(compat, key=lambda c: c["cuda"])
+        label = f"cuda-compat {format_cuda(best['cuda'])} (libcuda {best.get('version') or '?'})"
+        if datacenter:
+            honoured = best
+            ceiling = max(driver_cuda, best["cuda"])
+            compat_note = f", {label} raises it to {format_cuda(ceiling)} on these data-center GPUs"
+        elif datacenter is False:
+            compat_note = f"; {label} is installed but ignored: forward compatibility needs data-center GPUs"
+        else:
+            compat_note = f"; {label} is installed but not counted: the GPU model is unknown"
+    return {"problems": _too_new(runtimes, ceiling, allow_minor), "ceiling": ceiling, "compat_note": compat_note,
+            "compat": compat, "honoured": honoured}
 
 
 def _cuda_driver_too_old(node, params, ctx):
@@ -51,22 +113,47 @@ def _cuda_driver_too_old(node, params, ctx):
     if driver_cuda is None:
         return None
     allow_minor = params["allow_minor_version_compat"]
-    key = ("cuda", allow_minor, node.stack_key) if node.stack_key is not None else None
-    problems = _memo(ctx, key, lambda: _too_new_frameworks(stack.get("frameworks"), driver_cuda, allow_minor))
+    models = sorted({kind[0] or "" for kind in node.gpu_kinds})
+    datacenter = all(is_datacenter_gpu(m) for m in models) if models and all(models) else None
+    key = ("cuda", allow_minor, datacenter, node.stack_key) if node.stack_key is not None else None
+    verdict = _memo(ctx, key, lambda: _cuda_verdict(stack, driver_cuda, allow_minor, datacenter))
+    problems = verdict["problems"]
     if not problems:
         return []
     driver = stack.get("driver_version") or "?"
-    needed = max(built for _, built in problems)
-    parts = [f"{_framework_label(f)} was built for CUDA {format_cuda(built)}" for f, built in problems]
-    summary = f"driver {driver} supports CUDA ≤ {format_cuda(driver_cuda)}, " + "; ".join(parts)
-    names = ", ".join(sorted({f.get("name") or "framework" for f, _ in problems}))
+    needed = max(item["cuda"] for item in problems)
+    summary = (f"driver {driver} supports CUDA ≤ {format_cuda(driver_cuda)}{verdict['compat_note']}, "
+               + "; ".join(_runtime_phrase(item) for item in problems))
+    kinds = {item["kind"] for item in problems}
+    ceiling = format_cuda(verdict["ceiling"])
+    fixes = []
+    frameworks = sorted({item["name"] for item in problems if item["kind"] in ("framework", "runtime_library")})
+    if frameworks:
+        fixes.append(f"install a {', '.join(frameworks)} build for CUDA ≤ {ceiling}")
+    if "container" in kinds:
+        fixes.append(f"run container images built for CUDA ≤ {ceiling}")
+    if "toolkit" in kinds:
+        fixes.append(f"remove or stop using the CUDA toolkit(s) newer than {ceiling}")
+    fixes.append(f"upgrade the GPU driver to one that supports CUDA {format_cuda(needed)}")
+    if not verdict["compat"] and datacenter:
+        fixes.append(f"or install cuda-compat for CUDA {format_cuda(needed)} (forward compatibility, data-center "
+                     f"GPUs only)")
+    # The framework layer when a framework (or what it ships) needs the newer CUDA; a toolkit or a container
+    # alone is the CUDA runtime layer. An installed toolkit nobody uses yet is a warning.
+    layer = Layer.FRAMEWORK if kinds & {"framework", "runtime_library"} else Layer.CUDA_RUNTIME
+    severity = Severity.WARNING if kinds == {"toolkit"} else None
     return [Observation(
-        summary=summary[:500],
-        remedy=f"install a {names} build for CUDA ≤ {format_cuda(driver_cuda)}, or upgrade the GPU driver to one "
-               f"that supports CUDA {format_cuda(needed)}",
-        values={"driver_version": driver, "driver_max_cuda": format_cuda(driver_cuda),
-                "frameworks": [{"name": f.get("name"), "version": f.get("version"), "cuda": f.get("cuda")}
-                               for f, _ in problems]})]
+        summary=summary[:500], layer=layer, severity=severity,
+        remedy="; ".join(fixes),
+        values={"driver_version": driver, "driver_max_cuda": format_cuda(driver_cuda), "effective_max_cuda": ceiling,
+                "cuda_compat": [{"version": c.get("version"), "cuda": format_cuda(c["cuda"])}
+                                for c in verdict["compat"]],
+                "cuda_compat_honoured": verdict["honoured"] is not None, "datacenter_gpus": datacenter,
+                "runtimes": [{"kind": item["kind"], "name": item["name"], "version": item.get("version"),
+                              "cuda": format_cuda(item["cuda"])} for item in problems],
+                "frameworks": [{"name": item["name"], "version": item.get("version"),
+                                "cuda": format_cuda(item["cuda"])} for item in problems
+                               if item["kind"] == "framework"]})]
 
 
 def _missing_archs(frameworks, capabilities: tuple) -> list[tuple[dict, tuple[int, int], int]]:
@@ -162,13 +249,15 @@ def _stack_drift(node, params, ctx):
 
 RULES = [
     node_rule(
-        slug="cuda_driver_too_old", title="Framework needs a newer CUDA than the driver supports",
+        slug="cuda_driver_too_old", title="A CUDA runtime on the node is newer than the driver supports",
         step=TriageStep.SOFTWARE_CHAIN, layer=Layer.FRAMEWORK, severity=Severity.CRITICAL, duration_s=0,
         clear_hold_s=0, check=_cuda_driver_too_old,
         params=(Param("allow_minor_version_compat", "boolean", False,
                       "Accept a framework built for a newer CUDA minor version of the same major (CUDA minor "
                       "version compatibility; PTX JIT still fails)"),),
-        description="The driver's maximum CUDA version is lower than the CUDA a framework build was compiled for.",
+        description="The driver's maximum CUDA version (raised by a cuda-compat package on data-center GPUs) is lower "
+                    "than a CUDA runtime the node carries: a framework build, the runtime library a framework "
+                    "ships, a running container's image, or an installed toolkit.",
         remedy="install a framework build for the driver's CUDA, or upgrade the driver"),
     node_rule(
         slug="arch_not_supported", title="GPU architecture missing from the framework's arch list",

@@ -16,7 +16,16 @@ from fleet_agent.xid import FATAL_XID_SUPPORT_THRESHOLD, REBOOTS_BEFORE_HARDWARE
 
 from ..choices import REBOOT_FIXABLE_ACTIONS, Severity, TriageStep, XidAction
 from ..xid_seed import xid_unknown_policy
-from .base import Observation, Param, node_rule
+from .base import ECC_COUNTER_RULES, HUNG_ON_BROKEN_GPU, Explains, Observation, Param, node_rule
+
+# Xids that are the driver's reading of an ECC fault the counter rules also see: the Xid says whether it was
+# contained, so it is the more specific finding.
+ECC_XIDS = frozenset({48, 63, 64, 92, 94, 95, 140})
+EXPLAINS_ECC = Explains(ECC_COUNTER_RULES)
+# The containment Xids (94 contained, 95 uncontained) classify the error whose repair Xid 63 records (and that
+# 48 reports on older boards): they are the more specific finding of the same fault on that GPU.
+CONTAINMENT_XIDS = frozenset({94, 95})
+EXPLAINS_REPAIR_XIDS = Explains(("xid",), subjects=(":xid:63", ":xid:48"))
 
 ACTION_PHRASES = {
     XidAction.RESTART_APP: "restart the application",
@@ -38,6 +47,12 @@ def policy_for(ctx, code: int) -> dict:
 
 
 _REPEATED = re.compile(r"repeated([^→]*)→\s*(.+)")
+
+
+def repeated_action(policy: dict) -> str | None:
+    """What the policy says to do once the Xid repeats ("repeated … → run diagnostics"), None if it says nothing."""
+    match = _REPEATED.search(policy.get("escalation") or "")
+    return match.group(2).strip() if match else None
 
 
 def policy_remedy(policy: dict) -> str:
@@ -85,12 +100,28 @@ def _xid(node, params, ctx):
         action = policy["action"]
         label = _gpu_label(identity, group["gpu_key"])
         count = len(events)
+        severity, layer, remedy = policy["severity"], policy["layer"], policy_remedy(policy)
+        step = f"first action: {ACTION_PHRASES.get(action, action)}"
+        escalated_to = repeated_action(policy)
+        # Reboot-fixable Xids escalate across reboots (`xid_escalation`); the others on their count in the window.
+        escalated = (escalated_to is not None and action not in REBOOT_FIXABLE_ACTIONS
+                     and count >= params["repeat_count"] and group["gpu_key"] != "node")
+        if escalated:
+            step = f"repeated on one GPU, escalated: {escalated_to}"
+            remedy = escalated_to
+            severity = Severity.CRITICAL
+            if layer == Layer.APPLICATION and _points_at_gpu(escalated_to):
+                layer = Layer.HARDWARE  # the same code again and again on one GPU: suspect the GPU
+        explains = [HUNG_ON_BROKEN_GPU] if severity == Severity.CRITICAL else []
+        if last.code in ECC_XIDS:
+            explains.append(EXPLAINS_ECC)
+        if last.code in CONTAINMENT_XIDS:
+            explains.append(EXPLAINS_REPAIR_XIDS)
         found.append(Observation(
             summary=f"Xid {last.code} on {label}: {policy['meaning']} ({count}× since {first.at:%H:%M:%S} UTC) — "
-                    f"first action: {ACTION_PHRASES.get(action, action)}"[:500],
+                    f"{step}"[:500],
             subject=subject, gpu_id=identity.id if identity else None, since=first.at,
-            severity=policy["severity"], layer=policy["layer"],
-            remedy=policy_remedy(policy),
+            severity=severity, layer=layer, remedy=remedy, escalated=escalated, explains=tuple(explains),
             xid_policy_version=ctx.xid_version,
             log_lines=[e.log_line() for e in events[-10:]],
             values={"code": last.code, "meaning": policy["meaning"], "action": action, "count": count,
@@ -100,8 +131,14 @@ def _xid(node, params, ctx):
                     "pci_bus_id": (identity.pci_bus_id if identity else last.pci_bus_id) or None,
                     "policy": {k: policy.get(k) for k in ("code", "meaning", "severity", "action", "layer",
                                                           "escalation")},
-                    "policy_known": policy.get("known", True), "xid_policy_version": ctx.xid_version}))
+                    "policy_known": policy.get("known", True), "xid_policy_version": ctx.xid_version,
+                    "escalated": escalated, "repeat_count": params["repeat_count"]}))
     return found
+
+
+def _points_at_gpu(action: str) -> bool:
+    text = action.lower()
+    return any(word in text for word in ("diagnostic", "hardware", "support", "rma"))
 
 
 def _xid_escalation(node, params, ctx):
@@ -140,8 +177,10 @@ def _xid_escalation(node, params, ctx):
                       reboots=[r.isoformat() for r in reboots if r >= recurrence_start],
                       xid_policy_version=ctx.xid_version)
         found.append(Observation(
-            summary=f"{_gpu_label(identity, gpu_key)}: {'; '.join(reasons)} — escalate to hardware"[:500],
-            subject=gpu_key, gpu_id=identity.id if identity else None, values=values,
+            summary=f"{_gpu_label(identity, gpu_key)}: {'; '.join(reasons)} — escalated: hardware, RMA / replace "
+                    f"the GPU"[:500],
+            subject=gpu_key, gpu_id=identity.id if identity else None, values=values, escalated=True,
+            remedy="hardware: RMA / replace the GPU (take it out of service; reboots no longer fix it)",
             xid_policy_version=ctx.xid_version))
     return found
 
@@ -151,12 +190,16 @@ RULES = [
         slug="xid", title="Xid error", step=TriageStep.PLATFORM_HARDWARE, layer=Layer.HARDWARE,
         severity=Severity.CRITICAL, duration_s=0, clear_hold_s=300, check=_xid,
         params=(Param("window_s", "integer", 3600, "How long an Xid keeps its finding open unless the machine "
-                      "reboots", minimum=60, maximum=7 * 86400),),
+                      "reboots", minimum=60, maximum=7 * 86400),
+                Param("repeat_count", "integer", 3, "Occurrences on one GPU within the window after which an Xid "
+                      "that is not fixed by a reset or reboot (application Xids) takes its 'repeated' action",
+                      minimum=2, maximum=1000)),
         description="An Xid in the kernel log, classified by the Xid policy table (severity, layer, first action).",
         remedy="follow the Xid policy's first action"),
     node_rule(
         slug="xid_escalation", title="Xid escalation to hardware", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.HARDWARE, severity=Severity.CRITICAL, duration_s=0, clear_hold_s=3600, check=_xid_escalation,
+        explains=(Explains(("xid",)), HUNG_ON_BROKEN_GPU),
         params=(Param("reboots_before_hardware", "integer", REBOOTS_BEFORE_HARDWARE,
                       "Reboots a reboot-fixable Xid may survive", minimum=1, maximum=10),
                 Param("recurrence_window_s", "integer", 7 * 86400, "How far back recurring Xids are counted",

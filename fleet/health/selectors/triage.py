@@ -1,15 +1,22 @@
 """The per-node triage checklist: the four steps in order, each passed / failed / unknown, with the findings
-behind it; the first failing step becomes the headline in plain words."""
+behind it; the first failing step becomes the headline in plain words.
 
+When one open finding explains another (its rule declares `explains`, see `fleet.health.rules.base.Explains`),
+the explained finding is a consequence: it stays on its step, but the headline names the cause — the more
+specific reading of the fault, or the announced event behind the symptoms — and its owner.
+"""
+
+from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from fleet.inventory.choices import Owner
 from fleet.inventory.models import Node
 from fleet.telemetry.choices import NvmlStatus
 from fleet.telemetry.models import NodeStatus
 
-from ..choices import SEVERITY_RANK, STEP_ORDER, CheckStatus, FindingState, TriageStep, step_number
+from ..choices import SEVERITY_RANK, STEP_ORDER, CheckStatus, FindingState, Severity, TriageStep, step_number
 from ..models import Finding, HealthCondition
 
 # A report older than this many intervals counts as "no recent report" even before the silent flag is set.
@@ -34,6 +41,7 @@ def node_triage(*, node: Node, now: datetime | None = None) -> dict:
     open_subjects = {(f.rule_id, f.subject) for f in findings}
     pending = [c for c in HealthCondition.objects.filter(node=node, first_false_at__isnull=True).select_related("rule")
                if (c.rule_id, c.subject) not in open_subjects]
+    explained_by = findings_explained(findings)
     fresh, stale_reason = _freshness(status, now)
     nvml_down = status is not None and status.nvml_status != NvmlStatus.OK
 
@@ -42,8 +50,13 @@ def node_triage(*, node: Node, now: datetime | None = None) -> dict:
         step_findings = [f for f in findings if f.step == step]
         step_pending = [{"rule": c.rule.slug, "subject": c.subject, "summary": c.summary, "since": c.first_true_at,
                          "opens_after_s": c.rule.duration_s} for c in pending if c.rule.step == step]
-        if step_findings:
-            verdict, reason = CheckStatus.FAILED, step_findings[0].summary
+        causes = [f for f in step_findings if f.pk not in explained_by]
+        if causes:
+            verdict, reason = CheckStatus.FAILED, causes[0].summary
+        elif step_findings:
+            cause = root_cause(step_findings[0], explained_by)
+            verdict = CheckStatus.FAILED
+            reason = f"{step_findings[0].summary} — a consequence of: {cause.summary}"
         elif not fresh:
             verdict, reason = CheckStatus.UNKNOWN, stale_reason
         elif nvml_down and step == TriageStep.VISIBILITY:
@@ -57,18 +70,92 @@ def node_triage(*, node: Node, now: datetime | None = None) -> dict:
         steps.append({"step": step, "number": step_number(step), "title": TriageStep(step).label,
                       "status": verdict, "reason": reason, "findings": step_findings, "pending": step_pending})
 
-    headline, headline_finding = _headline(steps)
+    headline, headline_finding = _headline(steps, explained_by, node)
+    consequences = [{"finding": f.pk, "rule": f.rule.slug, "summary": f.summary,
+                     "explained_by": explained_by[f.pk].pk, "explained_by_rule": explained_by[f.pk].rule.slug,
+                     "root_cause": root_cause(f, explained_by).pk}
+                    for f in findings if f.pk in explained_by]
     return {"node": node.pk, "hostname": node.hostname, "generated_at": now,
             "last_report_at": status.received_at if status else None, "fresh": fresh,
-            "headline": headline, "headline_finding": headline_finding, "steps": steps}
+            "headline": headline, "headline_finding": headline_finding, "steps": steps,
+            "consequences": consequences}
 
 
-def _headline(steps: list[dict]) -> tuple[str, Finding | None]:
+def findings_explained(findings: list[Finding]) -> dict[int, Finding]:
+    """finding id → the open finding that explains it, from the `explains` declarations stored in each finding's
+    evidence. `findings` in headline order (severity, then age): when two findings claim each other, the first
+    one keeps the claim."""
+    by_rule: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        by_rule[finding.rule.slug].append(finding)
+    explained: dict[int, Finding] = {}
+    for cause in findings:
+        for spec in (cause.evidence or {}).get("explains") or []:
+            if spec.get("when_critical") and cause.severity != Severity.CRITICAL:
+                continue
+            for slug in spec.get("rules") or []:
+                for other in by_rule.get(slug, ()):
+                    if other.pk == cause.pk or other.pk in explained or _claims(other, cause, explained):
+                        continue
+                    if spec.get("same_gpu", True) and cause.gpu_id is not None and other.gpu_id != cause.gpu_id:
+                        continue
+                    if spec.get("subjects") and not other.subject.endswith(tuple(spec["subjects"])):
+                        continue
+                    explained[other.pk] = cause
+    return explained
+
+
+def _claims(finding: Finding, target: Finding, explained: dict[int, Finding]) -> bool:
+    """Whether `finding` already explains `target`, directly or through a chain (no cycles)."""
+    seen = set()
+    current = target
+    while current.pk in explained and current.pk not in seen:
+        seen.add(current.pk)
+        current = explained[current.pk]
+        if current.pk == finding.pk:
+            return True
+    return False
+
+
+def root_cause(finding: Finding, explained: dict[int, Finding]) -> Finding:
+    seen = {finding.pk}
+    while finding.pk in explained and explained[finding.pk].pk not in seen:
+        finding = explained[finding.pk]
+        seen.add(finding.pk)
+    return finding
+
+
+def _owner(finding: Finding, node: Node) -> str:
+    party = finding.responsible_party
+    if party == Owner.PROVIDER:
+        return node.provider.name if node.provider_id else "the provider"
+    if party == Owner.SHARED:
+        return f"shared with {node.provider.name}" if node.provider_id else "shared"
+    return Owner(party).label.lower() if party in Owner.values else (party or "us")
+
+
+def _headline(steps: list[dict], explained_by: dict[int, Finding], node: Node) -> tuple[str, Finding | None]:
     for step in steps:
         if step["status"] == CheckStatus.FAILED:
-            finding = step["findings"][0]
-            return f"Step {step['number']} — {finding.summary}", finding
+            causes = [f for f in step["findings"] if f.pk not in explained_by]
+            if not causes:
+                continue  # only consequences here: the headline is their cause, on a later step
+            finding = causes[0]
+            text = f"Step {step['number']} — {finding.summary} — owner: {_owner(finding, node)}"
+            explained = [f for f in explained_by if root_cause_id(f, explained_by) == finding.pk]
+            if explained:
+                text += f" (explains {len(explained)} other finding{'s' if len(explained) > 1 else ''})"
+            return text, finding
     for step in steps:
         if step["status"] == CheckStatus.UNKNOWN:
             return f"Step {step['number']} — unknown: {step['reason']}", None
     return "All four steps passed", None
+
+
+def root_cause_id(finding_id: int, explained: dict[int, Finding]) -> int:
+    seen = {finding_id}
+    current = finding_id
+    while current in explained and explained[current].pk not in seen:
+        current = explained[current].pk
+        seen.add(current)
+    return current

@@ -97,6 +97,10 @@ def _cycle_run(*, node_ids: list[int] | None, now: datetime) -> EvaluationResult
     windows, gpu_filter, annotations = config.fact_windows()
     facts = facts_load(node_ids=node_ids, now=now, windows=windows, gpu_filter=gpu_filter,
                        gpu_annotations=annotations, needs_gpu_summary=config.gpu_summary_needed())
+    for definition in RULES:  # fleet aggregates some checks compare a node against (no queries)
+        fleet_config = config.for_pool(definition.slug, None)
+        if definition.prepare is not None and fleet_config is not None and fleet_config.enabled:
+            definition.prepare(facts, fleet_config.params, config.ctx, node_ids is not None)
     state = Hysteresis.load(node_ids=node_ids, now=now)
     active = state.active_keys()
     plans: dict[int | None, list] = {}

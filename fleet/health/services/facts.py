@@ -28,6 +28,9 @@ from ..rules.facts import EventFact, GpuIdentity, NodeFacts, XidOccurrence
 # ChangeLogEntry fields that mark a reboot: ingestion logs `boot_id` when the agent's boot id changes, and
 # remediation logs `reboot` when it reboots a node.
 REBOOT_CHANGE_FIELDS = ["boot_id", "reboot"]
+# ChangeLogEntry fields that record a disruption we asked for (remediation writes them when its reboot or stack
+# rollback step starts; the reboot itself is counted when the new boot id arrives), read in the same query.
+REQUESTED_CHANGE_FIELDS = ["reboot_requested", "driver_change"]
 
 NODE_STATUS_FIELDS = [
     "node_id", "received_at", "interval_s", "silent", "silent_since", "nvml_status", "nvml_message",
@@ -53,7 +56,7 @@ BASELINE_FIELDS = ["id", "name", "pool_id", "node_id", *BASELINE_STACK_FIELDS, "
                    "gpu_count"]
 _NODE_FIELDS = ["id", "hostname", "provider_id", "pool_id", "delivery_form", "billing_mode", "state",
                 "expected_gpu_count", "expected_gpu_model", "pool__gpus_per_node", "pool__gpu_model",
-                "current_stack_id"]
+                "current_stack_id", "site_id", "site__name", "pool__site_id", "pool__site__name"]
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,15 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     nodes = _scoped(Node.objects.order_by(), node_ids, "pk").annotate(**stack_columns)
     for row in nodes.values_list(*_NODE_FIELDS, *stack_columns):
         (node_id, hostname, provider_id, pool_id, delivery_form, billing_mode, state, expected_count,
-         expected_model, pool_gpus, pool_model, stack_id) = row[:12]
+         expected_model, pool_gpus, pool_model, stack_id, site_id, site_name, pool_site_id, pool_site_name) = row[:16]
         node = NodeFacts(id=node_id, hostname=hostname, provider_id=provider_id, pool_id=pool_id,
                          delivery_form=delivery_form, billing_mode=billing_mode, state=state,
                          expected_gpu_count=expected_count, expected_gpu_model=expected_model,
-                         pool_gpus_per_node=pool_gpus, pool_gpu_model=pool_model or "")
+                         pool_gpus_per_node=pool_gpus, pool_gpu_model=pool_model or "",
+                         site_id=site_id if site_id is not None else pool_site_id,
+                         site_name=(site_name if site_id is not None else pool_site_name) or "")
         if stack_id is not None:
-            node.stack_key = row[12:]
+            node.stack_key = row[16:]
             node.stack = {name: decode(value) if name in STACK_LIST_FIELDS else value
                           for name, value in zip(STACK_FIELDS, node.stack_key, strict=True)}
         facts[node_id] = node
@@ -270,12 +275,19 @@ def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now:
             needs_bus_map.add(node_id)
 
     reboots = (_scoped(ChangeLogEntry.objects.order_by(), node_ids)
-               .filter(field__in=REBOOT_CHANGE_FIELDS, at__gte=now - timedelta(seconds=windows.history_s))
-               .values_list("node_id", "at"))
-    for node_id, at in reboots:
+               .filter(field__in=sorted({*REBOOT_CHANGE_FIELDS, *REQUESTED_CHANGE_FIELDS}),
+                       at__gte=now - timedelta(seconds=windows.history_s))
+               .values_list("node_id", "at", "field", "summary"))
+    for node_id, at, field, summary in reboots:
         node = facts.get(node_id)
-        if node is not None:
+        if node is None:
+            continue
+        if field in REBOOT_CHANGE_FIELDS:
             node.reboots.append(at)
+        if field == "boot_id":
+            node.boots.append(at)
+        if field in REQUESTED_CHANGE_FIELDS:
+            node.requested_changes.append((at, field, summary))
 
     for node in facts.values():
         if node.status and node.status.get("lost_gpus"):

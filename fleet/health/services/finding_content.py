@@ -32,6 +32,9 @@ def finding_fill(*, finding: Finding, observation: Observation, definition: Rule
                  "pool_override": config.overridden},
         "remedy": observation.remedy or definition.remedy,
         "xid_policy_version": observation.xid_policy_version,
+        "explains": [e.as_dict() for e in (observation.explains if observation.explains is not None
+                                             else definition.explains)],
+        "escalated": observation.escalated,
     })
 
 

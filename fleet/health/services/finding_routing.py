@@ -27,7 +27,8 @@ def findings_route(*, findings: list[tuple[Finding, RuleDefinition]], facts: dic
         routing = route(layer=finding.layer, cells=matrices[node.id], delivery_form=node.delivery_form,
                         provider_name=providers.get(node.provider_id, ""),
                         remedy=finding.evidence.get("remedy") or definition.remedy,
-                        provider_initiated=definition.provider_initiated)
+                        provider_initiated=definition.provider_initiated,
+                        escalated=bool(finding.evidence.get("escalated")))
         finding.responsible_party = routing.party
         finding.responsibility_source = routing.source
         finding.action_kind = routing.action_kind

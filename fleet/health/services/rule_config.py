@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 # The parameter that sets each event rule's look-back, and the escalation rule's long windows.
 EVENT_WINDOW_PARAMS = {"xid": "window_s", "gpu_lost": "window_s", "sxid_fatal": "window_s",
                        "preemption_notice": "window_s", "silent_spot_node": "notice_lookback_s"}
-HISTORY_WINDOW_PARAMS = {"xid_escalation": ("recurrence_window_s", "fatal_window_s")}
+HISTORY_WINDOW_PARAMS = {"xid_escalation": ("recurrence_window_s", "fatal_window_s"),
+                         "requested_disruption": ("window_s",)}  # reads the change log of that window
 _POLICY_FIELDS = ["code", "meaning", "severity", "action", "layer", "escalation", "changed_in_version"]
 
 

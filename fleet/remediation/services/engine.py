@@ -270,6 +270,7 @@ def step_execute(*, incident_id: int, step_index: int, attempt: int, now: dateti
                 if run.kind == StepKind.REQUEST_REPLACEMENT and not incident.dry_run:
                     # Set before the request goes out: a replacement may enrol before the executor answers.
                     incident.replacement_requested_at = incident.replacement_requested_at or at
+                _record_requested_disruption(incident, run, at)
                 timeline_add(incident, TimelineKind.STEP_STARTED,
                              f"{_step_label(run)} started via {run.executor}"
                              + (" (dry run)" if incident.dry_run else ""), at=at, run=run,
@@ -294,6 +295,21 @@ def step_execute(*, incident_id: int, step_index: int, attempt: int, now: dateti
             return "superseded"
         outcome_apply(incident, run, outcome, now=at, actor=run.executor)
     return outcome.status
+
+
+# Steps that take the node down on purpose, and the change-log field that tells the health engine so: lost GPUs
+# or silence until the node comes back are their consequence (docs/health.md, "requested_disruption").
+_REQUESTED_DISRUPTIONS = {StepKind.REBOOT: "reboot_requested", StepKind.ROLLBACK_STACK: "driver_change"}
+
+
+def _record_requested_disruption(incident: Incident, run: StepRun, at: datetime) -> None:
+    field = _REQUESTED_DISRUPTIONS.get(run.kind)
+    if field is None or incident.dry_run or incident.node_id is None:
+        return
+    from fleet.telemetry.models import ChangeLogEntry
+
+    ChangeLogEntry.objects.create(node_id=incident.node_id, at=at, field=field, old=None, new=incident.key,
+                                  summary=f"{_step_label(run)} started by remediation {incident.key}"[:300])
 
 
 def _pending_gate_for_worker(incident: Incident, run: StepRun, *, now: datetime) -> bool:

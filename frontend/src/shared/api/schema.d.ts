@@ -3200,6 +3200,17 @@ export interface components {
             };
             config: components["schemas"]["ConfigFieldSpec"][];
         };
+        Consequence: {
+            /** @description An open finding that another open finding explains */
+            finding: number;
+            rule: string;
+            summary: string;
+            /** @description The finding that explains it (its rule declares so) */
+            explained_by: number;
+            explained_by_rule: string;
+            /** @description The end of the chain: the finding the headline names */
+            root_cause: number;
+        };
         CostProfile: {
             readonly id: number;
             provider?: number | null;
@@ -6037,6 +6048,7 @@ export interface components {
             headline: string;
             headline_finding: components["schemas"]["Finding"] | null;
             steps: components["schemas"]["TriageStep"][];
+            consequences: components["schemas"]["Consequence"][];
         };
         TriageStep: {
             step: components["schemas"]["StepEnum"];

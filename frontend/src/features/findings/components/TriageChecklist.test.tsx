@@ -26,9 +26,25 @@ const triage: Triage = {
     step("software_chain", 2, "failed", [finding]),
     step("visibility", 1, "passed"),
   ],
+  consequences: [],
 };
 
 describe("TriageChecklist", () => {
+  it("marks a finding another finding explains as its consequence, without its own next step", () => {
+    const lost = { ...finding, id: 12, rule: "gpu_lost", step: "visibility", summary: "GPU 5 is lost",
+      recommended_action: "Open a ticket." } satisfies FindingDetail;
+    const notice = { ...finding, id: 13, rule: "preemption_notice", step: "platform_hardware",
+      summary: "The cloud announced terminate of this instance" } satisfies FindingDetail;
+    render(<TriageChecklistView triage={{
+      ...triage,
+      steps: [step("visibility", 1, "failed", [lost]), step("platform_hardware", 4, "failed", [notice])],
+      consequences: [{ finding: 12, rule: "gpu_lost", summary: "GPU 5 is lost", explained_by: 13,
+        explained_by_rule: "preemption_notice", root_cause: 13 }],
+    }} />);
+    expect(screen.getByText("Consequence of: The cloud announced terminate of this instance")).toBeInTheDocument();
+    expect(screen.queryByText(/Open a ticket/)).not.toBeInTheDocument();
+  });
+
   it("puts the steps in the fixed order whatever order the server used", () => {
     expect(orderedSteps(triage).map((s) => s.step)).toEqual(["visibility", "software_chain", "capacity", "platform_hardware"]);
     expect(orderedSteps(triage)[2]).toMatchObject({ step: "capacity", status: "unknown", number: 3 });

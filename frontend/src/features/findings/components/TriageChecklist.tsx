@@ -32,6 +32,9 @@ export function TriageChecklistView({ triage }: { triage: Pick<Triage, "steps"> 
   const { t } = useTranslation();
   const steps = orderedSteps(triage);
   const firstFailing = steps.find((s) => statusTone(s.status) === "bad");
+  // Findings another open finding explains (the server's `consequences`): shown on their step, marked with the cause.
+  const summaries = new Map(steps.flatMap((s) => s.findings ?? []).map((f) => [f.id, f.summary]));
+  const causeOf = new Map((triage.consequences ?? []).map((c) => [c.finding, summaries.get(c.root_cause) ?? c.explained_by_rule]));
   return (
     <>
       <p className={`headline ${firstFailing ? "headline--bad" : "headline--good"}`} data-testid="triage-headline" role="status">
@@ -56,12 +59,14 @@ export function TriageChecklistView({ triage }: { triage: Pick<Triage, "steps"> 
             {result.findings?.length ? (
               <ul className="checklist__findings">
                 {result.findings.map((finding) => (
-                  <li key={finding.id}>
+                  <li key={finding.id} className={causeOf.has(finding.id) ? "muted" : undefined} data-consequence={causeOf.has(finding.id) || undefined}>
                     <Badge tone={severityTone(finding.severity)}>{t(`severity.${finding.severity}`, { defaultValue: finding.severity })}</Badge>{" "}
                     <strong>{findingTitle(finding)}</strong>
                     {finding.gpu_index != null ? <span className="muted small"> · GPU {finding.gpu_index}</span> : null}
                     <span className="muted small"> · {t("triage.since", { when: formatRelative(finding.opened_at ?? finding.first_seen) })}</span>
-                    {finding.recommended_action ? <div className="small">{t("triage.next")}: {finding.recommended_action}</div> : null}
+                    {causeOf.has(finding.id) ? (
+                      <div className="small">{t("triage.consequenceOf", { cause: causeOf.get(finding.id) })}</div>
+                    ) : finding.recommended_action ? <div className="small">{t("triage.next")}: {finding.recommended_action}</div> : null}
                     {finding.evidence ? (
                       <details>
                         <summary>{t("triage.evidence")}</summary>

@@ -108,6 +108,7 @@ const en = {
   triage: {
     stale: "The node last reported {{when}}; these verdicts may be out of date.", since: "since {{when}}",
     pending: "Forming: {{summary}} (opens in {{seconds}} s if it holds)",
+    consequenceOf: "Consequence of: {{cause}}",
     title: "Triage checklist", stepN: "Step {{n}}", failedAt: "Fails at: {{step}}", allPassed: "All triage steps passed.",
     evidence: "Evidence", next: "Next", downloadText: "Evidence bundle (text)", downloadJson: "Evidence bundle (JSON)",
   },

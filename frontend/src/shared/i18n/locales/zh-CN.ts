@@ -107,6 +107,7 @@ const zhCN = {
   triage: {
     stale: "该节点最近一次上报在 {{when}}，以下结论可能已过时。", since: "自 {{when}}",
     pending: "正在形成：{{summary}}（若持续，{{seconds}} 秒后成立）",
+    consequenceOf: "由此引起：{{cause}}",
     title: "排查清单", stepN: "第 {{n}} 步", failedAt: "未通过：{{step}}", allPassed: "所有排查步骤均已通过。",
     evidence: "证据", next: "下一步", downloadText: "证据包（文本）", downloadJson: "证据包（JSON）",
   },
