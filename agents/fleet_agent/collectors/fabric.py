@@ -93,6 +93,7 @@ class FabricCollector:
         self._monotonic = monotonic
         self._window = CounterWindow(window_s)
         self._slow: tuple[float, dict] | None = None
+        self._seen_active: set[tuple[str, str]] = set()  # ports this agent has seen ACTIVE since it started
         self._warn = WarnOnce(log)
 
     def collect(self) -> dict:
@@ -207,6 +208,9 @@ class FabricCollector:
                     seen.add(key)
                     port["counters"][name] = value
                     port["recent"][name] = self._window.update(key, value, now)
+                if port["state"] == "ACTIVE":
+                    self._seen_active.add((device, number))
+                port["was_active"] = (device, number) in self._seen_active
                 ports.append(port)
         self._window.forget(seen)
         return ports

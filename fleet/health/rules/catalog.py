@@ -1,14 +1,17 @@
 """Every rule definition in triage order, and the sync of definitions into `Rule` rows."""
 
-from . import capacity, platform_hardware, software_chain, visibility, xid
+from . import capacity, fabric, platform_hardware, software_chain, visibility, xid
 from .base import RuleDefinition
 
 RULES: list[RuleDefinition] = [
     *visibility.RULES,
+    *fabric.VISIBILITY_RULES,
     *software_chain.RULES,
+    *fabric.SOFTWARE_CHAIN_RULES,
     *capacity.RULES,
     *platform_hardware.RULES,
     *xid.RULES,
+    *fabric.PLATFORM_HARDWARE_RULES,
 ]
 RULES_BY_SLUG: dict[str, RuleDefinition] = {rule.slug: rule for rule in RULES}
 assert len(RULES_BY_SLUG) == len(RULES), "rule slugs must be unique"

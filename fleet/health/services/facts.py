@@ -32,7 +32,7 @@ NODE_STATUS_FIELDS = [
     "gpu_count_seen", "cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "load1", "disk_await_ms_max",
     "disk_util_pct_max", "tcp_retrans_pct", "notice_kind", "notice_deadline", "checkpoint_age_s",
 ]
-NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint"]
+NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint", "fabric"]
 GPU_STATUS_FIELDS = [
     "gpu_id", "node_id", "collected_at", "lost", "utilization_gpu_pct", "memory_used_bytes", "memory_total_bytes",
     "temperature_c", "power_draw_w", "power_limit_w", "sm_clock_mhz", "clock_event_reasons_mask",
@@ -42,7 +42,7 @@ GPU_STATUS_FIELDS = [
     "process_count", "process_memory_bytes", "processes",
 ]
 BASELINE_FIELDS = ["id", "name", "pool_id", "node_id", *BASELINE_STACK_FIELDS, "gpu_model", "gpu_memory_bytes",
-                   "gpu_count"]
+                   "gpu_count", "mig_mode", "gsp_firmware_version", "ib_port_count", "ib_rate_gbps"]
 _NODE_FIELDS = ["id", "hostname", "provider_id", "pool_id", "delivery_form", "billing_mode", "state",
                 "expected_gpu_count", "expected_gpu_model", "pool__gpus_per_node", "pool__gpu_model",
                 "current_stack_id"]
@@ -216,8 +216,8 @@ def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now:
             node.reboots.append(at)
 
     for node in facts.values():
-        if node.status and node.status.get("lost_gpus"):
-            needs_bus_map.add(node.id)
+        if node.status and (node.status.get("lost_gpus") or (node.status.get("fabric") or {}).get("attention")):
+            needs_bus_map.add(node.id)  # the fabric rules name GPUs by bus id too
     if needs_identity or needs_bus_map:
         identities = GPU.objects.order_by().filter(Q(pk__in=needs_identity) | Q(node_id__in=needs_bus_map))
         for gpu_id, node_id, index, uuid, bus_id, model, serial in identities.values_list(
