@@ -232,6 +232,12 @@ class NvmlAdapter:
             visibility = self._visibility(STATUS_OK, None, count, lost)
             return NvmlSample(visibility, gpus, events, driver_version, cuda_version)
 
+    def forget_static(self) -> None:
+        """Read the once-per-driver-load properties again (identity, GSP firmware) at the next sample: for a
+        driver that was reloaded under the agent."""
+        with self._lock:
+            self._static.clear()
+
     def driver_versions(self) -> tuple[str | None, str | None]:
         """(driver version, CUDA driver version "12.4"), ``None`` where NVML cannot say."""
         with self._lock:

@@ -383,6 +383,7 @@ class SimulatedAgent:
         elif fault.kind == "gsp_drift":
             for gpu in self._gpus(fault):
                 gpu.gsp_version = str(params.get("version", "535.183.01"))
+            self.core.nvml.forget_static()  # new firmware loads with a driver reload
         elif fault.kind == "fabric_manager_down":
             self.sys.fabric_manager_running = False
             for gpu in self.nvml.gpus:
@@ -415,6 +416,7 @@ class SimulatedAgent:
         elif fault.kind == "gsp_drift":
             for gpu in self._gpus(fault):
                 gpu.gsp_version = self.nvml.driver_version
+            self.core.nvml.forget_static()
         elif fault.kind == "fabric_manager_down":
             self.sys.fabric_manager_running = True
             for gpu in self.nvml.gpus:
