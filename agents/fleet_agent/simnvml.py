@@ -117,7 +117,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
 
 # Feature groups a vGPU guest (cloud_shared) cannot read: the hypervisor owns them.
 VGPU_UNSUPPORTED = frozenset(
-    {"power", "pcie", "nvlink", "serial", "retired_pages", "remapped_rows", "persistence", "mig", "fabric"}
+    {"power", "pcie", "nvlink", "serial", "retired_pages", "remapped_rows", "mig", "fabric"}
 )
 
 
