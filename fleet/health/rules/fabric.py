@@ -13,6 +13,8 @@ an empty digest (an agent older than these checks) is "cannot tell". Rules sit i
   or hosted server, us with the hardware vendor on our own metal).
 """
 
+from functools import lru_cache
+
 from fleet.inventory.choices import Layer
 
 from ..choices import Severity, TriageStep
@@ -25,6 +27,7 @@ _DATA_CENTER_EXCEPTIONS = ("Server Edition",)
 IB_ACTIVE, IB_LINK_UP = "ACTIVE", "LinkUp"
 
 
+@lru_cache(maxsize=256)
 def is_data_center(model: str | None) -> bool:
     if not model:
         return False
@@ -35,6 +38,17 @@ def _digest(node) -> dict | None:
     if node.status is None or node.silent:
         return None
     return node.status.get("fabric") or None
+
+
+def _quiet(digest: dict, *keys: str) -> bool:
+    """Ingestion found nothing out of the ordinary for these checks (`attention`): the fast path for the
+    healthy majority of a fleet. Baseline pins are not covered; rules with a pin look themselves."""
+    attention = digest.get("attention") or ()
+    return not any(key in attention for key in keys)
+
+
+def _known(digest: dict, field: str) -> bool:
+    return field in (digest.get("reported") or ())
 
 
 def _gpu_values(gpu: dict) -> dict:
@@ -60,6 +74,8 @@ def _missing_from_nvml(node, params, ctx):
     digest = _digest(node)
     if digest is None or digest.get("pci") is None or not node.nvml_ok:
         return None
+    if _quiet(digest, "pci"):
+        return []
     pci = digest["pci"]
     seen = set(digest.get("nvml_bus_ids") or [])
     missing = [bus for bus in pci["bus_ids"] if bus not in seen]
@@ -82,6 +98,8 @@ def _fabric_manager(node, params, ctx):
     digest = _digest(node)
     if digest is None:
         return None
+    if _quiet(digest, "fabric_manager", "fabric"):
+        return []
     nvswitches = (digest.get("pci") or {}).get("nvswitches") or 0
     gpus = digest.get("gpus") or []
     registering = [g for g in gpus if g.get("fabric")]
@@ -116,7 +134,7 @@ def _imex(node, params, ctx):
     imex = digest.get("imex")
     if imex is None:
         return None
-    if not imex.get("configured"):
+    if not imex.get("configured") or _quiet(digest, "imex"):
         return []
     problems = []
     if not imex.get("running"):
@@ -131,8 +149,10 @@ def _imex(node, params, ctx):
 
 def _persistence_off(node, params, ctx):
     digest = _digest(node)
-    if digest is None:
+    if digest is None or not _known(digest, "persistence"):
         return None
+    if _quiet(digest, "persistence"):
+        return []
     known = [g for g in digest.get("gpus") or [] if g.get("persistence") is not None and is_data_center(g.get("model"))]
     if not known:
         return None if not digest.get("gpus") else []
@@ -147,8 +167,10 @@ def _persistence_off(node, params, ctx):
 
 def _ecc_mode(node, params, ctx):
     digest = _digest(node)
-    if digest is None:
+    if digest is None or not _known(digest, "ecc"):
         return None
+    if _quiet(digest, "ecc"):
+        return []
     known = [g for g in digest.get("gpus") or [] if g.get("ecc") is not None]
     if not known:
         return None if not digest.get("gpus") else []
@@ -172,12 +194,12 @@ def _ecc_mode(node, params, ctx):
 
 def _mig_mode(node, params, ctx):
     digest = _digest(node)
-    if digest is None:
+    if digest is None or not _known(digest, "mig"):
         return None
-    known = [g for g in digest.get("gpus") or [] if g.get("mig") is not None]
-    if not known:
-        return None if not digest.get("gpus") else []
     pin = (node.baseline or {}).get("mig_mode") or ""
+    if pin != "enabled" and _quiet(digest, "mig"):
+        return []
+    known = [g for g in digest.get("gpus") or [] if g.get("mig") is not None]
     expected = {"enabled": True, "disabled": False}.get(pin)
     wrong = [g for g in known if expected is not None and g["mig"][0] != expected]
     pending = [g for g in known if g["mig"][0] != g["mig"][1]]
@@ -198,12 +220,12 @@ def _mig_mode(node, params, ctx):
 
 def _gsp_drift(node, params, ctx):
     digest = _digest(node)
-    if digest is None:
+    if digest is None or not _known(digest, "gsp"):
         return None
-    known = [g for g in digest.get("gpus") or [] if g.get("gsp")]
-    if not known:
-        return None if not digest.get("gpus") else []
     pinned = (node.baseline or {}).get("gsp_firmware_version") or ""
+    if not pinned and _quiet(digest, "gsp"):
+        return []
+    known = [g for g in digest.get("gpus") or [] if g.get("gsp")]
     versions: dict[str, list[dict]] = {}
     for gpu in known:
         versions.setdefault(gpu["gsp"], []).append(gpu)
@@ -230,6 +252,8 @@ def _nvlink_down(node, params, ctx):
     digest = _digest(node)
     if digest is None:
         return None
+    if _quiet(digest, "nvlink_down"):
+        return []
     found = []
     for gpu in digest.get("gpus") or []:
         links = gpu.get("nvlink_down") or []
@@ -245,6 +269,8 @@ def _nvlink_errors(node, params, ctx):
     digest = _digest(node)
     if digest is None:
         return None
+    if _quiet(digest, "nvlink_errors"):
+        return []
     window = digest.get("window_s") or 900
     found = []
     for gpu in digest.get("gpus") or []:
@@ -290,6 +316,8 @@ def _ib_port_down(node, params, ctx):
     if digest is None:
         return None
     expected = (node.baseline or {}).get("ib_port_count")
+    if expected is None and _quiet(digest, "ib"):
+        return []
     active = sum(1 for p in ports if _is_up(p))
     short = expected is not None and active < expected
     found = []
@@ -313,15 +341,20 @@ def _ib_port_degraded(node, params, ctx):
     digest, ports = _ports(node)
     if digest is None:
         return None
-    window = digest.get("window_s") or 900
     pinned = (node.baseline or {}).get("ib_rate_gbps")
+    if not pinned and _quiet(digest, "ib"):
+        return []
+    window = digest.get("window_s") or 900
+    fastest: dict[str | None, float] = {}
+    for port in ports:
+        if _is_up(port) and port.get("rate_gbps"):
+            layer = port.get("link_layer")
+            fastest[layer] = max(fastest.get(layer, 0.0), port["rate_gbps"])
     found = []
     for port in ports:
         if not _is_up(port):
             continue  # down ports are ib_port_down's
-        peers = [p.get("rate_gbps") for p in ports
-                 if _is_up(p) and p.get("link_layer") == port.get("link_layer") and p.get("rate_gbps")]
-        expected = pinned or (max(peers) if peers else None)
+        expected = pinned or fastest.get(port.get("link_layer"))
         problems = []
         rate = port.get("rate_gbps")
         if rate and expected and rate < expected:

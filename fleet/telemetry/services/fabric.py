@@ -54,7 +54,9 @@ def _gpu_digest(gpu: dict) -> dict | None:
     return digest
 
 
-def _attention(gpus: list[dict], pci: dict | None, fabric: dict) -> list[str]:
+def _attention(gpus: list[dict], digest: dict, nvml_bus_ids: list[str]) -> list[str]:
+    """Every condition some fabric rule may find true, whatever its thresholds — except against baseline pins,
+    which the rules check themselves. A rule skips a node whose digest names nothing for it."""
     notes = []
     for gpu in gpus:
         if gpu["persistence"] is False:
@@ -71,8 +73,20 @@ def _attention(gpus: list[dict], pci: dict | None, fabric: dict) -> list[str]:
             notes.append("nvlink_errors")
     if len({gpu["gsp"] for gpu in gpus if gpu["gsp"]}) > 1:
         notes.append("gsp")
-    if pci and pci["unbound"]:
+    pci = digest.get("pci")
+    if pci and (pci["unbound"] or set(pci["bus_ids"]) - set(nvml_bus_ids)):
         notes.append("pci")
+    manager = digest.get("fabric_manager")
+    if manager is not None and ((pci or {}).get("nvswitches") or any(g["fabric"] for g in gpus)) \
+            and not (manager.get("installed") and manager.get("running")):
+        notes.append("fabric_manager")
+    imex = digest.get("imex")
+    if imex and imex.get("configured") and not (imex.get("running") and imex.get("channels")):
+        notes.append("imex")
+    ports = digest.get("ib") or []
+    if any(p["state"] != "ACTIVE" or p["phys_state"] != "LinkUp" or p["growth"] for p in ports) \
+            or len({(p["link_layer"], p["rate_gbps"]) for p in ports}) > len({p["link_layer"] for p in ports}):
+        notes.append("ib")
     return sorted(set(notes))
 
 
@@ -106,5 +120,8 @@ def fabric_digest(report: dict) -> dict:
             for port in section.get("infiniband") or []
         ]
         digest["window_s"] = section.get("window_s")
-    digest["attention"] = _attention(gpus, digest.get("pci"), section)
+    digest["attention"] = _attention(gpus, digest, digest["nvml_bus_ids"])
+    # Which GPU settings any GPU reported (NotSupported everywhere: the rule cannot tell).
+    digest["reported"] = sorted(key for key in ("persistence", "ecc", "mig", "gsp")
+                                if any(gpu[key] is not None for gpu in gpus))
     return digest
