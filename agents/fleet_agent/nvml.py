@@ -65,6 +65,7 @@ FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "com
 # every cycle; error growth is judged over NVLINK_ERROR_WINDOW_S.
 SLOW_REFRESH_S = 60.0
 NVLINK_ERROR_WINDOW_S = 900.0
+MAX_COUNTER = 2**53 - 1  # the report schema's bound on counters (the largest integer JSON readers hold exactly)
 MAX_PROCESSES_PER_GPU = 64
 _MAX_TEXT = 256
 
@@ -409,6 +410,8 @@ class NvmlAdapter:
             recent: dict[str, int | None] = {}
             for name, counter in NVLINK_ERROR_COUNTERS:
                 value = self._field("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+                if value is not None:
+                    value = min(int(value), MAX_COUNTER)  # a uint64 past what the report schema (JSON) bounds
                 entry[name] = value
                 recent[name] = self._nvlink_window.update((index, link, name), value, now)
             if all(entry[name] is None for name, _ in NVLINK_ERROR_COUNTERS):

@@ -204,3 +204,12 @@ def test_simulated_fabric_info_fills_the_real_struct_through_a_pointer_like_pynv
     l4.nvmlInit()
     with pytest.raises(pynvml.NVMLError_NotSupported):
         l4.nvmlDeviceGetMigMode(l4.nvmlDeviceGetHandleByIndex(0))
+
+
+def test_a_counter_past_the_schemas_bound_is_clamped_not_a_refused_report(tmp_path):
+    adapter, gpus, _ = _adapter()
+    gpus[0].nvlink_errors[(0, pynvml.NVML_NVLINK_ERROR_DL_REPLAY)] = 2**64 - 1
+    assert adapter.sample().gpus[0]["nvlink_errors"][0]["replay"] == 2**53 - 1
+    _port(tmp_path, "mlx5_0", 1, symbol=2**64 - 1)
+    port = FabricCollector(sys_root=tmp_path, host_root=tmp_path, proc_root=tmp_path).collect()["infiniband"][0]
+    assert port["counters"]["symbol_error"] == 2**53 - 1

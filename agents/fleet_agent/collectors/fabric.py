@@ -46,6 +46,7 @@ IMEX_CONFIG = "etc/nvidia-imex/nodes_config.cfg"
 IMEX_CHANNELS = "dev/nvidia-caps-imex-channels"
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec")
 ERROR_WINDOW_S = 900.0
+MAX_COUNTER = 2**53 - 1  # the report schema's bound on counters
 
 
 def _read(path: Path) -> str | None:
@@ -70,7 +71,7 @@ def _rate_gbps(text: str | None) -> float | None:
 def _counter(path: Path) -> int | None:
     text = _read(path)
     try:
-        return int(text) if text is not None else None
+        return min(int(text), MAX_COUNTER) if text is not None else None
     except ValueError:
         return None
 
