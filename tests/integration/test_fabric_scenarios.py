@@ -6,8 +6,8 @@ ports, the fabric manager and IMEX daemons), enrols with a token and reports thr
 server; a real Celery worker evaluates. Each case checks the finding's triage step, layer and responsible party,
 the node's headline as the REST API gives it, and that the finding resolves once the fault is gone.
 
-The node is an 8 × H100 HGX server of our own (4 NVSwitches, 8 × 400 Gb/s InfiniBand): the GPU-driver layer
-is ours to fix, the hardware layer ours with the hardware vendor.
+The node is an 8 × H100 HGX server of our own (4 NVSwitches; 8 × 400 Gb/s InfiniBand for the port cases): the
+GPU-driver layer is ours to fix, the hardware layer ours with the hardware vendor.
 """
 
 from datetime import timedelta
@@ -29,6 +29,7 @@ FAULT_AT, CLEAR_AT = 30, 60
 # After the fault clears: two ordinary reports, then one past the agent's 900 s error-growth window.
 AFTER_CLEAR = (CLEAR_AT + 1, CLEAR_AT + 16, CLEAR_AT + 960)
 
+IB = {"fabric": {"ib_ports": 8}}  # 8 × 400 Gb/s InfiniBand, one port per GPU
 CASES = [
     # id, fault (without times), node extras, baseline pins, rule, step, layer, party
     ("gpu_on_bus_not_in_nvml", {"fault": "gpu_not_in_nvml", "gpu": 5}, {}, {},
@@ -51,11 +52,11 @@ CASES = [
      "nvlink_down", "platform_hardware", "hardware", "hardware_vendor"),
     ("nvlink_crc_errors", {"fault": "nvlink_errors", "gpu": 4, "link": 7, "counter": "crc_flit", "per_s": 20}, {},
      {}, "nvlink_errors", "platform_hardware", "hardware", "hardware_vendor"),
-    ("ib_port_down", {"fault": "ib_port_down", "port": 3}, {}, {},
+    ("ib_port_down", {"fault": "ib_port_down", "port": 3}, IB, {},
      "ib_port_down", "platform_hardware", "hardware", "hardware_vendor"),
-    ("ib_port_trained_down", {"fault": "ib_port_degraded", "port": 6, "rate_gbps": 200}, {}, {},
+    ("ib_port_trained_down", {"fault": "ib_port_degraded", "port": 6, "rate_gbps": 200}, IB, {},
      "ib_port_degraded", "platform_hardware", "hardware", "hardware_vendor"),
-    ("ib_symbol_errors", {"fault": "ib_errors", "port": 1, "counter": "symbol_error", "per_s": 5}, {}, {},
+    ("ib_symbol_errors", {"fault": "ib_errors", "port": 1, "counter": "symbol_error", "per_s": 5}, IB, {},
      "ib_port_degraded", "platform_hardware", "hardware", "hardware_vendor"),
 ]
 STEP_NUMBERS = {"visibility": 1, "software_chain": 2, "capacity": 3, "platform_hardware": 4}

@@ -62,7 +62,7 @@ FABRIC_FAULTS = frozenset({
     "fabric_manager_down", "imex_down", "ib_port_down", "ib_port_degraded", "ib_errors",
 })
 # A node's fabric: NVSwitches (and so a fabric manager), InfiniBand ports and their rate, IMEX. Defaults follow
-# the GPU: an 8-GPU HGX board (NVLink through NVSwitches) has 4 NVSwitches, and on bare metal 8 NDR ports.
+# the GPU: an 8-GPU HGX board (NVLink through NVSwitches) has 4 NVSwitches; InfiniBand ports only when given.
 FABRIC_KEYS = frozenset({"nvswitches", "ib_ports", "ib_rate_gbps", "imex"})
 _FAULT_COMMON = frozenset({"at_s", "clear_at_s", "fault", "gpu", "note"})
 _NODE_KEYS = frozenset(
@@ -176,11 +176,11 @@ class NodeSpec:
 
     def fabric_layout(self) -> dict:
         """NVSwitches, InfiniBand ports, their rate and IMEX for this node (the scenario's ``fabric``, else
-        defaults: an 8-GPU HGX board has 4 NVSwitches; bare metal HGX nodes 8 × 400 Gb/s InfiniBand)."""
+        defaults: an 8-GPU HGX board has 4 NVSwitches; InfiniBand ports only where the scenario gives them, since
+        RDMA devices make other checks expect GPUDirect RDMA's peer-memory module)."""
         hgx = (self.gpu_count == 8 and GPU_MODELS[self.gpu_model]["nvlinks"] >= 12
                and self.delivery_form != "cloud_shared")
-        layout = {"nvswitches": 4 if hgx else 0, "ib_ports": 8 if hgx and not self.is_cloud else 0,
-                  "ib_rate_gbps": 400, "imex": False}
+        layout = {"nvswitches": 4 if hgx else 0, "ib_ports": 0, "ib_rate_gbps": 400, "imex": False}
         layout.update(self.fabric)
         return layout
 
