@@ -3,7 +3,9 @@
     .venv/bin/python bench/agent_cost.py --cycles 200
 
 The agent cycle is the daemon's: ``AgentCore.collect()`` — NVML (simulated, 8 × H100, every protocol
-field), /proc (a simulated tree in real kernel formats, 96 CPUs), kernel log (one new line per cycle),
+field), /proc (a simulated tree in real kernel formats, 96 CPUs), the fabric collector (a simulated /sys with
+an HGX board's PCI devices and 8 InfiniBand ports, 600 processes for the fabric-manager / IMEX scan; the slow
+facts every 60 s of node time, i.e. every 4th cycle, as the daemon does), kernel log (one new line per cycle),
 checkpoint directory, cached software stack, inventory hash, report assembly, JSON encoding and the
 durable sqlite spool write. Between cycles, outside the timed region, the simulator moves the node on.
 
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT / "agents"))
 
 from fleet_agent.agent import AgentCore  # noqa: E402
 from fleet_agent.collectors.checkpoint import CheckpointCollector  # noqa: E402
+from fleet_agent.collectors.fabric import FabricCollector  # noqa: E402
 from fleet_agent.collectors.host_health import HostHealthCollector  # noqa: E402
 from fleet_agent.collectors.kernel_log import KernelLogCollector  # noqa: E402
 from fleet_agent.collectors.stack import CommandResult, StackCollector  # noqa: E402
@@ -45,6 +48,7 @@ from fleet_agent.protocol import CLOCK_EVENT_REASONS, decode_clock_event_reasons
 from fleet_agent.report import NodeIdentity, ReportBuilder  # noqa: E402
 from fleet_agent.simnvml import SimulatedGpu, SimulatedNvml, SimulatedProcess  # noqa: E402
 from fleet_agent.simulator.procfs import Load, SimulatedProc  # noqa: E402
+from fleet_agent.simulator.sysfs import SimulatedSys  # noqa: E402
 from fleet_agent.spool import Spool  # noqa: E402
 
 GPUS = 8
@@ -377,8 +381,17 @@ class Node:
             "docker": "Docker version 26.1.0, build 9714adc",
             "nvidia-ctk": "NVIDIA Container Toolkit CLI version 1.15.0",
         }
+        self.uptime = 1000.0
+        node_time = lambda: self.uptime  # noqa: E731 - 15 s of node time per cycle, for the slow-refresh cadence
+        self.sys = SimulatedSys(work / "sys", work, work / "proc", gpus, nvswitches=4, ib_ports=8)
+        for pid in range(3000, 3600):  # a busy node's processes, walked by the fabric-manager / IMEX scan
+            (work / "proc" / str(pid)).mkdir(parents=True, exist_ok=True)
+            (work / "proc" / str(pid) / "comm").write_text("python3\n")
+        self.sys.write()
         gpu_source = (
-            XmlGpuSource(self.nvml, GPUS) if baseline else NvmlAdapter(self.nvml, expected_gpu_count=GPUS)
+            XmlGpuSource(self.nvml, GPUS)
+            if baseline
+            else NvmlAdapter(self.nvml, expected_gpu_count=GPUS, monotonic=node_time)
         )
         self.core = AgentCore(
             builder=ReportBuilder(
@@ -398,9 +411,10 @@ class Node:
             kernel_log=KernelLogCollector(str(self.kernel_log), work / "kernel_log.state"),
             checkpoint=CheckpointCollector([checkpoints]),
             spool=self.spool,
+            fabric=FabricCollector(sys_root=work / "sys", host_root=work, proc_root=work / "proc",
+                                   monotonic=node_time),
         )
         self.core.stack.refresh()
-        self.uptime = 1000.0
         self.advance()
         self.core.system.prime()
 

@@ -7,7 +7,9 @@ Creates (or reuses) a scratch database (`fleet_bench_rules` on the local Postgre
 migrates it, and fills it with a synthetic fleet through bulk_create: five pools (cloud dedicated on-demand
 and spot, cloud shared, owned and hosted bare metal) with baselines, a software stack per node, the latest
 node and GPU status, and a sprinkling of faults (2 % of nodes, every kind), recent Xid/SXid/preemption events and a
-week of older Xid history. Then it times:
+week of older Xid history. Every node carries the fabric digest its agent's report makes (`NodeStatus.fabric`: GPU
+settings, NVLink, PCI view, fabric manager; on bare metal 8 InfiniBand ports), and another 2 % a fabric fault
+(fabric manager stopped, NVLink errors, an InfiniBand port down). Then it times:
 
 * the set-based cycle (`fleet.health.services.evaluation.evaluate`) on 1,000 nodes: the first cycle opens the
   findings, the second (15 s later) is the steady state that runs every 15 s;
@@ -156,6 +158,9 @@ class Fleet:
                 stack.update(driver_version="535.54.03", cuda_driver_version="12.2")
             stacks.append(SoftwareStack(node=node, collected_at=NOW - timedelta(days=3), **stack))
             node_status.append(_node_status(node, fault, rnd))
+            fabric_fault = FABRIC_FAULTS[(i // every) % len(FABRIC_FAULTS)] if i % every == every // 2 else None
+            node_status[-1].fabric = _fabric(node, fabric_fault)
+            self.faulty += fabric_fault is not None
             for index in range(8):
                 gpus.append(GPU(node=node, index=index, uuid=f"GPU-{node.pk:08x}-{index:04x}-0000-0000-000000000000",
                                 model=H100, memory_total_bytes=H100_MEMORY, serial=f"16523{node.pk:07d}{index}",
@@ -231,6 +236,43 @@ def _system(fault, rnd) -> dict:
     elif fault == "clock":
         system["clock"] = {"synced": False, "maxerror_us": 16_000_000, "offset_s": 0.0}
     return system
+
+
+FABRIC_FAULTS = ["fabric_manager", "nvlink_errors", "ib_down"]
+_FABRIC_DIGESTS: dict = {}
+
+
+def _fabric(node, fault):
+    """The digest ingestion stores for this node's report (built once per kind: identical across healthy nodes, as
+    in a real fleet, where the cycle decodes each distinct digest once)."""
+    from fleet.telemetry.services.fabric import fabric_digest
+
+    metal = node.delivery_form.startswith("bare_metal")
+    key = (metal, node.delivery_form == "cloud_shared", fault)
+    if key not in _FABRIC_DIGESTS:
+        gpus = [{"index": i, "pci_bus_id": f"00000000:{0x18 + i:02x}:00.0", "name": H100, "lost": False,
+                 "nvlink": [1] * 18, "persistence_mode": True, "ecc_mode": {"current": True, "pending": True},
+                 "mig_mode": {"current": False, "pending": False}, "gsp_firmware_version": "550.54.15",
+                 "nvlink_errors": [], "fabric": {"state": "completed", "status": 0}} for i in range(8)]
+        ports = [{"device": f"mlx5_{n}", "port": 1, "link_layer": "InfiniBand", "state": "ACTIVE",
+                  "phys_state": "LinkUp", "rate_gbps": 400.0, "was_active": True, "recent": {}}
+                 for n in range(8 if metal else 0)]
+        report = {"gpus": gpus, "fabric": {
+            "pci": {"gpus": [{"bus_id": g["pci_bus_id"][4:], "driver": "nvidia"} for g in gpus], "nvswitches": 4},
+            "fabric_manager": {"installed": True, "running": True}, "imex": None, "infiniband": ports,
+            "window_s": 900}}
+        if key[1]:  # a vGPU guest sees no NVSwitch, no fabric, no NVLink
+            report["fabric"]["pci"]["nvswitches"] = 0
+            for gpu in gpus:
+                gpu.update(fabric=None, nvlink=None, mig_mode=None, nvlink_errors=None)
+        if fault == "fabric_manager" and not key[1]:
+            report["fabric"]["fabric_manager"]["running"] = False
+        elif fault == "nvlink_errors":
+            gpus[3]["nvlink_errors"] = [{"link": 2, "crc_flit": 900, "recent": {"crc_flit": 400}}]
+        elif fault == "ib_down" and ports:
+            ports[5].update(state="DOWN", phys_state="Polling")
+        _FABRIC_DIGESTS[key] = fabric_digest(report)
+    return _FABRIC_DIGESTS[key]
 
 
 def _node_status(node, fault, rnd):

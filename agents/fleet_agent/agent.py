@@ -70,6 +70,7 @@ class AgentCore:
         checkpoint: CheckpointCollector | None = None,
         spool: Spool | None = None,
         clock: Callable[[], datetime] = utc_now,
+        fabric: Any = None,
     ):
         self.builder = builder
         self.nvml = nvml
@@ -78,6 +79,7 @@ class AgentCore:
         self.kernel_log = kernel_log
         self.cloud = cloud
         self.checkpoint = checkpoint
+        self.fabric = fabric
         self.spool = spool
         self._clock = clock
         # Report building is serialised: the collection loop and the urgent watcher both build.
@@ -206,7 +208,9 @@ class AgentCore:
             )
             or {}
         )
+        fabric = self._safe("fabric collector", self.fabric.collect, events) if self.fabric else None
         return ReportParts(
+            fabric=fabric,
             visibility=sample.visibility,
             gpus=sample.gpus,
             system=system,

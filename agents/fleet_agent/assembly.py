@@ -12,6 +12,7 @@ from typing import Any
 from fleet_agent.agent import AgentCore
 from fleet_agent.client import REPORTS_PATH, ControlPlaneClient
 from fleet_agent.collectors.checkpoint import CheckpointCollector
+from fleet_agent.collectors.fabric import FabricCollector
 from fleet_agent.collectors.host_health import HostHealthCollector
 from fleet_agent.collectors.stack import StackCollector
 from fleet_agent.collectors.system import SystemCollector
@@ -99,6 +100,7 @@ def make_core(
         cloud=make_cloud(config),
         checkpoint=CheckpointCollector(config.checkpoint_dirs) if config.checkpoint_dirs else None,
         spool=spool,
+        fabric=FabricCollector(sys_root=config.sys_root, host_root=config.host_root, proc_root=config.proc_root),
     )
 
 

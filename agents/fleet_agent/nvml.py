@@ -18,11 +18,13 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from fleet_agent.counters import CounterWindow
 from fleet_agent.logutil import WarnOnce
 from fleet_agent.protocol import decode_clock_event_reasons
 from fleet_agent.timeutil import rfc3339, utc_now
@@ -54,6 +56,16 @@ ECC_VOLATILE, ECC_AGGREGATE = 0, 1
 RETIREMENT_CAUSES = (0, 1)  # multiple single-bit errors, double-bit error
 
 MAX_NVLINKS = 18
+# nvmlNvLinkErrorCounter_t: the data-link-layer counters that mean a bad link (replays and recoveries are
+# the link fixing itself; CRC errors are what it fixed). ECC_DATA (4) is lane ECC, not read.
+NVLINK_ERROR_COUNTERS = (("replay", 0), ("recovery", 1), ("crc_flit", 2), ("crc_data", 3))
+# nvmlGpuFabricState_t
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+# Slow-changing facts (NVLink error counters, the GPU's fabric registration) are read this often, not
+# every cycle; error growth is judged over NVLINK_ERROR_WINDOW_S.
+SLOW_REFRESH_S = 60.0
+NVLINK_ERROR_WINDOW_S = 900.0
+MAX_COUNTER = 2**53 - 1  # the report schema's bound on counters (the largest integer JSON readers hold exactly)
 MAX_PROCESSES_PER_GPU = 64
 _MAX_TEXT = 256
 
@@ -102,6 +114,19 @@ def _text(value: Any) -> str | None:
     return str(value)[:_MAX_TEXT]
 
 
+def _flag(value: Any) -> bool | None:
+    """An nvmlEnableState_t (0 disabled, 1 enabled) as a boolean."""
+    return None if value is None else bool(value)
+
+
+def _mode_pair(value: Any) -> dict | None:
+    """(current, pending) enable states, as nvmlDeviceGetEccMode / nvmlDeviceGetMigMode return them."""
+    if value is None:
+        return None
+    current, pending = value
+    return {"current": bool(current), "pending": bool(pending)}
+
+
 @dataclass
 class NvmlSample:
     """What one pass over NVML produced; ``gpus`` and ``events`` are protocol-shaped dicts."""
@@ -124,6 +149,8 @@ class NvmlAdapter:
         *,
         expected_gpu_count: int | None = None,
         clock: Callable[[], datetime] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+        slow_refresh_s: float = SLOW_REFRESH_S,
     ):
         self._module = nvml_module
         self.expected_gpu_count = expected_gpu_count
@@ -135,6 +162,11 @@ class NvmlAdapter:
         self._static: dict[int, dict] = {}
         self._lost_reported: set[int] = set()
         self._warn = WarnOnce(log)
+        # Per GPU index: (monotonic time read, {"nvlink_errors": ..., "fabric": ...}).
+        self._slow: dict[int, tuple[float, dict]] = {}
+        self._nvlink_window = CounterWindow(NVLINK_ERROR_WINDOW_S)
+        self._monotonic = monotonic
+        self.slow_refresh_s = slow_refresh_s
 
     # -- initialisation -------------------------------------------------------------------------
 
@@ -200,6 +232,12 @@ class NvmlAdapter:
             lost = [gpu["pci_bus_id"] or f"index {gpu['index']}" for gpu in gpus if gpu["lost"]]
             visibility = self._visibility(STATUS_OK, None, count, lost)
             return NvmlSample(visibility, gpus, events, driver_version, cuda_version)
+
+    def forget_static(self) -> None:
+        """Read the once-per-driver-load properties again (identity, GSP firmware) at the next sample: for a
+        driver that was reloaded under the agent."""
+        with self._lock:
+            self._static.clear()
 
     def driver_versions(self) -> tuple[str | None, str | None]:
         """(driver version, CUDA driver version "12.4"), ``None`` where NVML cannot say."""
@@ -277,7 +315,7 @@ class NvmlAdapter:
             return self._gpu_entry(index, self._static.get(index, {}), lost=False)
         try:
             static = self._static.get(index) or self._read_static(index, handle)
-            return self._gpu_entry(index, static, lost=False, dynamic=self._read_dynamic(handle, static))
+            return self._gpu_entry(index, static, lost=False, dynamic=self._read_dynamic(handle, static, index))
         except _GpuLost:
             return self._gpu_entry(index, self._static.get(index, {}), lost=True)
 
@@ -293,6 +331,8 @@ class NvmlAdapter:
             "gen_max": self._field("nvmlDeviceGetMaxPcieLinkGeneration", handle),
             "width_max": self._field("nvmlDeviceGetMaxPcieLinkWidth", handle),
             "nvlink_links": self._count_nvlinks(handle),
+            # GSP firmware ships with the driver and loads at driver start: fixed while the driver is loaded.
+            "gsp_firmware_version": _text(self._field("nvmlDeviceGetGspFirmwareVersion", handle)),
         }
         # Cache only a complete identity, so a transient failure is retried next cycle; this also
         # keeps the lost GPU's uuid and bus id for its ``lost`` entry later.
@@ -318,7 +358,7 @@ class NvmlAdapter:
                 return link or None
         return MAX_NVLINKS
 
-    def _read_dynamic(self, handle: Any, static: dict) -> dict:
+    def _read_dynamic(self, handle: Any, static: dict, index: int) -> dict:
         field_ = self._field
         memory = field_("nvmlDeviceGetMemoryInfo", handle)
         utilization = field_("nvmlDeviceGetUtilizationRates", handle)
@@ -344,7 +384,67 @@ class NvmlAdapter:
             "pcie": self._pcie(handle, static),
             "processes": self._processes(handle),
             "nvlink": self._nvlink_states(handle, static.get("nvlink_links")),
+            "persistence_mode": _flag(field_("nvmlDeviceGetPersistenceMode", handle)),
+            "ecc_mode": _mode_pair(field_("nvmlDeviceGetEccMode", handle)),
+            "mig_mode": _mode_pair(field_("nvmlDeviceGetMigMode", handle)),
+            **self._slow_facts(index, handle, static.get("nvlink_links")),
         }
+
+    def _slow_facts(self, index: int, handle: Any, links: int | None) -> dict:
+        """NVLink error counters and fabric registration, read every SLOW_REFRESH_S per GPU."""
+        now = self._monotonic()
+        cached = self._slow.get(index)
+        if cached is not None and now - cached[0] < self.slow_refresh_s:
+            return cached[1]
+        facts = {"nvlink_errors": self._nvlink_errors(index, handle, links, now), "fabric": self._fabric(handle)}
+        self._slow[index] = (now, facts)
+        return facts
+
+    def _nvlink_errors(self, index: int, handle: Any, links: int | None, now: float) -> list[dict] | None:
+        if not links or getattr(self._module, "nvmlDeviceGetNvLinkErrorCounter", None) is None:
+            return None
+        entries = []
+        counted = False
+        for link in range(links):
+            entry: dict[str, Any] = {"link": link}
+            recent: dict[str, int | None] = {}
+            for name, counter in NVLINK_ERROR_COUNTERS:
+                value = self._field("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+                if value is not None:
+                    value = min(int(value), MAX_COUNTER)  # a uint64 past what the report schema (JSON) bounds
+                entry[name] = value
+                recent[name] = self._nvlink_window.update((index, link, name), value, now)
+            if all(entry[name] is None for name, _ in NVLINK_ERROR_COUNTERS):
+                continue  # a link this GPU does not count errors for (or newer GPUs: field values only)
+            counted = True
+            if any(entry[name] for name, _ in NVLINK_ERROR_COUNTERS):  # only links with errors are sent
+                entry["recent"] = recent
+                entries.append(entry)
+        return entries if counted else None
+
+    def _fabric(self, handle: Any) -> dict | None:
+        """The GPU's registration with the NVSwitch fabric (fabric manager on HGX, NVL systems): Hopper and
+        later; NotSupported (or state not_supported) elsewhere."""
+        module = self._module
+        for name, struct_name in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                                  ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
+            struct = getattr(module, struct_name, None)
+            if getattr(module, name, None) is None or struct is None:
+                continue
+            info = struct()
+            if self._field(name, handle, ctypes.pointer(info)) is None:
+                continue  # NotSupported / FunctionNotFound: try the older call
+            state = FABRIC_STATES.get(int(info.state), "unknown")
+            if state == "not_supported":
+                return None
+            return {
+                "state": state,
+                "status": int(info.status),
+                "clique_id": int(info.cliqueId),
+                "cluster_uuid": bytes(info.clusterUuid).hex() if any(info.clusterUuid) else None,
+                "health_mask": int(info.healthMask) if hasattr(info, "healthMask") else None,
+            }
+        return None
 
     def _ecc(self, handle: Any) -> dict | None:
         counters = {
@@ -441,6 +541,12 @@ class NvmlAdapter:
             "compute_capability": static.get("compute_capability"),
             "processes": dynamic.get("processes"),
             "nvlink": dynamic.get("nvlink"),
+            "nvlink_errors": dynamic.get("nvlink_errors"),
+            "persistence_mode": dynamic.get("persistence_mode"),
+            "ecc_mode": dynamic.get("ecc_mode"),
+            "mig_mode": dynamic.get("mig_mode"),
+            "gsp_firmware_version": static.get("gsp_firmware_version"),
+            "fabric": dynamic.get("fabric"),
         }
 
     def _note_lost(self, index: int, gpu: dict, events: list[dict]) -> None:

@@ -64,6 +64,7 @@ class ReportParts:
     host: dict
     stack: dict
     events: list[dict]
+    fabric: dict | None = None  # PCI view, fabric manager / IMEX, InfiniBand ports (collectors/fabric.py)
 
 
 # The schema's bounds on a notice's free-form ``detail`` (the cloud's own payload): the server refuses a
@@ -150,7 +151,7 @@ class ReportBuilder:
         # always has it, because nothing has been acknowledged yet.
         if inventory["hash"] == self.sequences.acked_inventory_hash():
             inventory = None
-        return {
+        report = {
             "schema_version": SCHEMA_VERSION,
             "agent": {"version": __version__, "instance_id": self.sequences.instance_id},
             "node": {
@@ -169,3 +170,6 @@ class ReportBuilder:
             "events": cap_events(parts.events, self._clock),
             "inventory": inventory,
         }
+        if parts.fabric is not None:  # optional in the schema: reports of older agents have none
+            report["fabric"] = parts.fabric
+        return report

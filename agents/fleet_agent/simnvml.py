@@ -30,6 +30,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         pcie=(5, 16),
         nvlinks=18,
         unsupported={"retired_pages"},
+        fabric=True,
     ),
     "H200": dict(
         name="NVIDIA H200",
@@ -40,6 +41,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         pcie=(5, 16),
         nvlinks=18,
         unsupported={"retired_pages"},
+        fabric=True,
     ),
     "A100-SXM4-80GB": dict(
         name="NVIDIA A100-SXM4-80GB",
@@ -59,7 +61,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         max_sm_mhz=1710,
         pcie=(4, 16),
         nvlinks=0,
-        unsupported={"retired_pages"},
+        unsupported={"retired_pages", "mig"},
     ),
     "L4": dict(
         name="NVIDIA L4",
@@ -69,7 +71,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         max_sm_mhz=2040,
         pcie=(4, 16),
         nvlinks=0,
-        unsupported={"retired_pages"},
+        unsupported={"retired_pages", "mig"},
     ),
     "L40S": dict(
         name="NVIDIA L40S",
@@ -79,7 +81,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         max_sm_mhz=2520,
         pcie=(4, 16),
         nvlinks=0,
-        unsupported={"retired_pages"},
+        unsupported={"retired_pages", "mig"},
     ),
     "T4": dict(
         name="Tesla T4",
@@ -89,7 +91,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         max_sm_mhz=1590,
         pcie=(3, 16),
         nvlinks=0,
-        unsupported={"remapped_rows"},
+        unsupported={"remapped_rows", "mig"},
     ),
     "V100-SXM2-32GB": dict(
         name="Tesla V100-SXM2-32GB",
@@ -99,7 +101,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         max_sm_mhz=1530,
         pcie=(3, 16),
         nvlinks=6,
-        unsupported={"remapped_rows"},
+        unsupported={"remapped_rows", "gsp", "mig"},
     ),
     "RTX-4090": dict(
         name="NVIDIA GeForce RTX 4090",
@@ -109,12 +111,14 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         max_sm_mhz=2520,
         pcie=(4, 16),
         nvlinks=0,
-        unsupported={"ecc", "serial", "retired_pages", "remapped_rows"},
+        unsupported={"ecc", "serial", "retired_pages", "remapped_rows", "gsp", "mig"},
     ),
 }
 
 # Feature groups a vGPU guest (cloud_shared) cannot read: the hypervisor owns them.
-VGPU_UNSUPPORTED = frozenset({"power", "pcie", "nvlink", "serial", "retired_pages", "remapped_rows"})
+VGPU_UNSUPPORTED = frozenset(
+    {"power", "pcie", "nvlink", "serial", "retired_pages", "remapped_rows", "mig", "fabric"}
+)
 
 
 @dataclass
@@ -156,11 +160,23 @@ class SimulatedGpu:
     nvlink_states: list[int] | None = None
     lost: bool = False
     enumerated: bool = True  # False: the GPU is not on the bus at all (NVML does not count it)
+    on_bus: bool = True  # False with enumerated False: gone from PCI too (sysfs shows no device)
+    persistence: int = 1  # nvmlEnableState_t
+    ecc_mode: tuple[int, int] = (1, 1)  # current, pending
+    mig_mode: tuple[int, int] = (0, 0)  # current, pending
+    gsp_version: str = ""  # "": the driver's version (GSP firmware ships with the driver)
+    nvlink_errors: dict[tuple[int, int], int] = field(default_factory=dict)  # (link, counter) -> count
+    # nvmlGpuFabricState_t: 3 completed (the fabric manager registered the GPU); status an nvmlReturn_t
+    fabric_state: int = 3
+    fabric_status: int = 0
+    fabric_clique: int = 0
 
     @classmethod
     def from_model(cls, model: str, index: int, *, node_key: str = "sim", vgpu: bool = False) -> SimulatedGpu:
         spec = GPU_MODELS[model]
         unsupported = set(spec["unsupported"]) | (set(VGPU_UNSUPPORTED) if vgpu else set())
+        if not spec.get("fabric"):  # the fabric info API exists on Hopper and later NVSwitch systems only
+            unsupported.add("fabric")
         bus = 0x18 + index * 0x10 if index < 14 else index
         return cls(
             index=index,
@@ -262,6 +278,8 @@ class SimulatedNvml:
         missing_functions: set[str] | None = None,
     ):
         self.gpus = gpus
+        for gpu in gpus:
+            gpu.gsp_version = gpu.gsp_version or driver_version
         self.driver_version = driver_version
         self.cuda_driver_version = cuda_driver_version
         self.init_error = init_error
@@ -273,7 +291,8 @@ class SimulatedNvml:
         # Constants and error classes come from the real bindings so they are identical; functions
         # never do (a real call would try to load libnvidia-ml).
         if name.startswith(
-            ("NVML_", "NVMLError", "nvmlClocksEventReason", "nvmlClocksThrottleReason", "nvmlEventType")
+            ("NVML_", "NVMLError", "nvmlClocksEventReason", "nvmlClocksThrottleReason", "nvmlEventType", "c_nvml",
+             "nvmlGpuFabricInfo_v")
         ):
             return getattr(pynvml, name)
         raise AttributeError(name)
@@ -420,6 +439,66 @@ class SimulatedNvml:
             # Real NVML: NotSupported on boards without NVLink, InvalidArgument past the last link.
             _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT if states else pynvml.NVML_ERROR_NOT_SUPPORTED)
         return states[link]
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, device: SimulatedHandle, link: int, counter: int) -> int:
+        gpu = self._gpu(device, "nvlink")
+        if not 0 <= link < len(gpu.nvlink_states or []):
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT if gpu.nvlink_states else pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if counter not in (
+            pynvml.NVML_NVLINK_ERROR_DL_REPLAY,
+            pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
+            pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,
+            pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
+            pynvml.NVML_NVLINK_ERROR_DL_ECC_DATA,
+        ):
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return gpu.nvlink_errors.get((link, counter), 0)
+
+    # -- configuration: persistence, ECC and MIG modes, GSP firmware, fabric ----------------------
+
+    def nvmlDeviceGetPersistenceMode(self, handle: SimulatedHandle) -> int:
+        return self._gpu(handle, "persistence").persistence
+
+    def nvmlDeviceGetEccMode(self, handle: SimulatedHandle) -> list[int]:
+        return list(self._gpu(handle, "ecc").ecc_mode)
+
+    def nvmlDeviceGetMigMode(self, device: SimulatedHandle) -> list[int]:
+        return list(self._gpu(device, "mig").mig_mode)
+
+    def nvmlDeviceGetGspFirmwareVersion(self, handle: SimulatedHandle, version: Any = None) -> Any:
+        gpu = self._gpu(handle, "gsp")
+        if version is not None:  # a caller-supplied buffer, as in pynvml
+            version.value = gpu.gsp_version.encode()
+            return pynvml.NVML_SUCCESS
+        return gpu.gsp_version.encode()  # pynvml returns the char buffer's bytes
+
+    def nvmlDeviceGetGpuFabricInfo(self, device: SimulatedHandle, gpuFabricInfo: Any) -> int:  # noqa: N803
+        self._fill_fabric(self._gpu(device), gpuFabricInfo)
+        return pynvml.NVML_SUCCESS
+
+    def nvmlDeviceGetGpuFabricInfoV(self, device: SimulatedHandle, gpuFabricInfo: Any) -> int:  # noqa: N803
+        self._check_function("nvmlDeviceGetGpuFabricInfoV")
+        info = self._fill_fabric(self._gpu(device), gpuFabricInfo)
+        if getattr(info, "version", None) != pynvml.nvmlGpuFabricInfo_v2:
+            _raise(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        return pynvml.NVML_SUCCESS
+
+    def _fill_fabric(self, gpu: SimulatedGpu, pointer: Any) -> Any:
+        """Real NVML fills the struct behind the pointer; on GPUs outside an NVSwitch fabric it answers with
+        state NOT_SUPPORTED (Hopper) or NotSupported (earlier GPUs)."""
+        if "fabric" in gpu.unsupported:
+            if gpu.cc >= (9, 0):
+                info = pointer.contents
+                info.state = pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+                return info
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = pointer.contents
+        info.state = gpu.fabric_state
+        info.status = gpu.fabric_status
+        info.cliqueId = gpu.fabric_clique
+        for i, byte in enumerate(uuid.uuid5(uuid.NAMESPACE_URL, "fleet-agent-sim/fabric").bytes):
+            info.clusterUuid[i] = byte if gpu.fabric_state == pynvml.NVML_GPU_FABRIC_STATE_COMPLETED else 0
+        return info
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: SimulatedHandle) -> list[Any]:
         gpu = self._gpu(handle)

@@ -36,6 +36,13 @@ class BillingMode(models.TextChoices):
     SPOT = "spot", "Spot / preemptible"
 
 
+class MigMode(models.TextChoices):
+    """A baseline's MIG pin (blank: not pinned)."""
+
+    ENABLED = "enabled", "Enabled"
+    DISABLED = "disabled", "Disabled"
+
+
 class NodeState(models.TextChoices):
     ENROLLING = "enrolling", "Enrolling"
     ACTIVE = "active", "Active"

@@ -6,7 +6,7 @@ from django.db.models import Q
 
 from fleet_agent.protocol import normalize_pci_bus_id
 
-from .choices import BillingMode, CloudKind, DeliveryForm, Layer, NodeState, Owner, ProviderKind
+from .choices import BillingMode, CloudKind, DeliveryForm, Layer, MigMode, NodeState, Owner, ProviderKind
 
 
 class Provider(models.Model):
@@ -186,6 +186,16 @@ class Baseline(models.Model):
     gpu_model = models.CharField(max_length=100, blank=True)
     gpu_memory_bytes = models.BigIntegerField(null=True, blank=True)
     gpu_count = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The fabric rules' pins (fleet.health.rules.fabric): blank / null = not pinned.
+    mig_mode = models.CharField(max_length=8, choices=MigMode.choices, blank=True,
+                                help_text="MIG mode every GPU must be in; blank: not pinned")
+    gsp_firmware_version = models.CharField(max_length=64, blank=True,
+                                            help_text="GSP firmware every GPU must run; blank: all GPUs alike")
+    ib_port_count = models.PositiveSmallIntegerField(null=True, blank=True,
+                                                     help_text="InfiniBand / RoCE ports that must be active")
+    ib_rate_gbps = models.PositiveIntegerField(null=True, blank=True,
+                                               help_text="Rate every active port must run at (Gb/s); blank: the "
+                                                         "fastest port of the node")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -137,6 +137,9 @@ class NodeStatus(models.Model):
     notice_deadline = models.DateTimeField(null=True, blank=True)
     checkpoint_age_s = models.FloatField(null=True, blank=True)
     checkpoint = models.JSONField(default=dict, blank=True)
+    fabric = models.JSONField(default=dict, blank=True,
+                              help_text="What the fabric rules judge: GPU settings, NVLink, PCI view, NVSwitch "
+                                        "services, InfiniBand ports (telemetry.services.fabric)")
     inventory_hash = models.CharField(max_length=64, blank=True)
     boot_id = models.CharField(max_length=64, blank=True, help_text="From the last inventory; a change is a reboot")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from fleet_agent.agent import AgentCore
 from fleet_agent.client import ControlPlaneClient
 from fleet_agent.collectors.checkpoint import CheckpointCollector
+from fleet_agent.collectors.fabric import FabricCollector
 from fleet_agent.collectors.host_health import STA_UNSYNC, TIME_ERROR, HostHealthCollector
 from fleet_agent.collectors.stack import StackCollector
 from fleet_agent.collectors.system import SystemCollector
@@ -49,8 +50,9 @@ from fleet_agent.simnvml import SimulatedGpu, SimulatedNvml, SimulatedProcess
 from fleet_agent.simulator.cloud import DEFAULT_LEAD_S, SimulatedCloud
 from fleet_agent.simulator.kernlog import SimulatedKernelLog
 from fleet_agent.simulator.procfs import MOUNTS, Load, SimulatedProc
-from fleet_agent.simulator.scenario import Fault, NodeSpec, Scenario
+from fleet_agent.simulator.scenario import FABRIC_FAULTS, Fault, NodeSpec, Scenario
 from fleet_agent.simulator.stackfacts import SIMULATED_PYTHON, SimulatedStack
+from fleet_agent.simulator.sysfs import SimulatedSys
 from fleet_agent.spool import Spool
 from fleet_agent.timeutil import utc_now
 
@@ -163,9 +165,10 @@ class SimulatedAgent:
             boot_epoch=self.start.timestamp() - 3 * 86400,
             rng=self._rng,
         )
+        self.sys = SimulatedSys(self.dir / "sys", self.dir / "host", self.dir / "proc", gpus, **spec.fabric_layout())
         self.kernel_log = SimulatedKernelLog(self.dir / "kern.log")
         self.volumes = SimulatedVolumes(self.dir / "host")
-        self.proc.peermem_loaded = spec.rdma_devices > 0
+        self.proc.peermem_loaded = spec.rdma_devices > 0 or spec.fabric_layout()["ib_ports"] > 0
         infiniband = self.dir / "sys/class/infiniband"
         infiniband.mkdir(parents=True, exist_ok=True)
         for i in range(spec.rdma_devices):
@@ -184,7 +187,10 @@ class SimulatedAgent:
             builder=ReportBuilder(
                 sequences=self.spool, identity=self.identity, interval_s=interval_s, clock=self.now
             ),
-            nvml=NvmlAdapter(self.nvml, expected_gpu_count=spec.gpu_count, clock=self.now),
+            # The simulator reads the slow facts (NVLink counters, PCI, services) every report, so a scenario's
+            # fault shows in the next report; error growth is still judged over the real window, in node time.
+            nvml=NvmlAdapter(self.nvml, expected_gpu_count=spec.gpu_count, clock=self.now,
+                             monotonic=lambda: self.t, slow_refresh_s=0),
             system=SystemCollector(
                 self.dir / "proc",
                 clock=lambda: self.t,
@@ -214,6 +220,8 @@ class SimulatedAgent:
             else None,
             spool=self.spool,
             clock=self.now,
+            fabric=FabricCollector(sys_root=self.dir / "sys", host_root=self.dir / "host",
+                                   proc_root=self.dir / "proc", slow_refresh_s=0, monotonic=lambda: self.t),
         )
         self.core.refresh_cloud_identity()
         self.delivery: Delivery | None = None
@@ -342,6 +350,9 @@ class SimulatedAgent:
         elif fault.kind == "gpu_missing":
             for gpu in self._gpus(fault):
                 gpu.enumerated = False
+                gpu.on_bus = False  # gone from the PCI bus too
+        elif fault.kind in FABRIC_FAULTS:
+            self._start_fabric(fault)
         elif fault.kind == "ecc_uncorrectable":
             count = int(params.get("count", 1))
             containment = params.get("containment")
@@ -422,6 +433,9 @@ class SimulatedAgent:
         elif fault.kind == "gpu_missing":
             for gpu in self._gpus(fault):
                 gpu.enumerated = True
+                gpu.on_bus = True
+        elif fault.kind in FABRIC_FAULTS:
+            self._clear_fabric(fault)
         elif fault.kind == "ecc_uncorrectable":
             for gpu in self._gpus(fault):
                 gpu.ecc[(ECC_UNCORRECTED, ECC_VOLATILE)] = 0  # volatile counters reset with the driver
@@ -462,6 +476,93 @@ class SimulatedAgent:
             self.proc.peermem_loaded = True
         elif fault.kind == "clock_unsynced":
             self.timex = {"state": 0, "status": 0x2001, "maxerror_us": 4500, "offset_s": 0.000012}
+
+    # -- fabric faults (GPU configuration, NVLink, PCI, fabric services, InfiniBand) ---------------
+
+    def _port(self, fault: Fault):
+        return self.sys.ports[int(fault.params.get("port", 0))]
+
+    def _start_fabric(self, fault: Fault) -> None:
+        params = fault.params
+        if fault.kind == "gpu_not_in_nvml":
+            for gpu in self._gpus(fault):
+                gpu.enumerated = False  # still on the bus: the driver failed to bring it up
+                self.kernel_log.noise(self.proc.uptime, f"NVRM: GPU {gpu.bus_id[4:]}: RmInitAdapter failed! "
+                                                       "(0x22:0x56:762)")
+        elif fault.kind == "nvlink_down":
+            for gpu in self._gpus(fault):
+                gpu.nvlink_states[int(params.get("link", 0))] = 0
+        elif fault.kind == "persistence_off":
+            for gpu in self._gpus(fault):
+                gpu.persistence = 0
+        elif fault.kind == "ecc_mode":
+            for gpu in self._gpus(fault):
+                gpu.ecc_mode = (int(params.get("current", 1)), int(params.get("pending", 0)))
+        elif fault.kind == "mig_mode":
+            for gpu in self._gpus(fault):
+                gpu.mig_mode = (int(params.get("current", 1)), int(params.get("pending", 1)))
+        elif fault.kind == "gsp_drift":
+            for gpu in self._gpus(fault):
+                gpu.gsp_version = str(params.get("version", "535.183.01"))
+            self.core.nvml.forget_static()  # new firmware loads with a driver reload
+        elif fault.kind == "fabric_manager_down":
+            self.sys.fabric_manager_running = False
+            for gpu in self.nvml.gpus:
+                gpu.fabric_state = 1  # NOT_STARTED: nothing registered the GPU with the fabric
+        elif fault.kind == "imex_down":
+            self.sys.imex_running = False
+        elif fault.kind == "ib_port_down":
+            port = self._port(fault)
+            port.state, port.phys_state = "DOWN", str(params.get("phys_state", "Polling"))
+            port.counters["link_downed"] += 1
+        elif fault.kind == "ib_port_degraded":
+            self._port(fault).rate_gbps = int(params.get("rate_gbps", 200))
+
+    def _clear_fabric(self, fault: Fault) -> None:
+        if fault.kind == "gpu_not_in_nvml":
+            for gpu in self._gpus(fault):
+                gpu.enumerated = True
+        elif fault.kind == "nvlink_down":
+            for gpu in self._gpus(fault):
+                gpu.nvlink_states[int(fault.params.get("link", 0))] = 1
+        elif fault.kind == "persistence_off":
+            for gpu in self._gpus(fault):
+                gpu.persistence = 1
+        elif fault.kind == "ecc_mode":
+            for gpu in self._gpus(fault):
+                gpu.ecc_mode = (1, 1)
+        elif fault.kind == "mig_mode":
+            for gpu in self._gpus(fault):
+                gpu.mig_mode = (0, 0)
+        elif fault.kind == "gsp_drift":
+            for gpu in self._gpus(fault):
+                gpu.gsp_version = self.nvml.driver_version
+            self.core.nvml.forget_static()
+        elif fault.kind == "fabric_manager_down":
+            self.sys.fabric_manager_running = True
+            for gpu in self.nvml.gpus:
+                gpu.fabric_state = 3
+        elif fault.kind == "imex_down":
+            self.sys.imex_running = True
+        elif fault.kind == "ib_port_down":
+            port = self._port(fault)
+            port.state, port.phys_state = "ACTIVE", "LinkUp"
+        elif fault.kind == "ib_port_degraded":
+            self._port(fault).rate_gbps = self.spec.fabric_layout()["ib_rate_gbps"]
+
+    def _grow_counters(self, fault: Fault, dt: float) -> None:
+        per_s = float(fault.params.get("per_s", 1.0))
+        grow = max(1, int(per_s * dt)) if dt > 0 else 0
+        if fault.kind == "nvlink_errors":
+            names = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
+            counter = names[fault.params.get("counter", "crc_flit")]
+            for gpu in self._gpus(fault):
+                key = (int(fault.params.get("link", 0)), counter)
+                gpu.nvlink_errors[key] = gpu.nvlink_errors.get(key, 0) + grow
+        else:
+            port = self._port(fault)
+            name = str(fault.params.get("counter", "symbol_error"))
+            port.counters[name] = port.counters.get(name, 0) + grow
 
     def _xid(self, gpu: SimulatedGpu, code: int, message: str | None = None) -> None:
         """The driver's two channels for an Xid: a kernel log line and an NVML event."""
@@ -555,8 +656,11 @@ class SimulatedAgent:
             )
         for fault in active:
             self._apply_steady_fault(fault)
+            if fault.kind in ("nvlink_errors", "ib_errors"):
+                self._grow_counters(fault, dt)
         self.proc.advance(dt, load)
         self.proc.write()
+        self.sys.write()
         self._update_checkpoint()
 
     def _apply_steady_fault(self, fault: Fault) -> None:

@@ -52,7 +52,27 @@ FAULTS: dict[str, tuple[frozenset[str], bool, bool]] = {
     "gpu_d_state": (frozenset({"pid", "name"}), True, False),
     "peermem_missing": (frozenset(), False, False),
     "clock_unsynced": (frozenset({"maxerror_us"}), False, False),
+    # GPU configuration, NVLink, PCI, fabric services, InfiniBand (fleet.health.rules.fabric)
+    "gpu_not_in_nvml": (frozenset(), True, False),
+    "nvlink_down": (frozenset({"link"}), True, False),
+    "nvlink_errors": (frozenset({"link", "counter", "per_s"}), True, False),
+    "persistence_off": (frozenset(), False, True),
+    "ecc_mode": (frozenset({"current", "pending"}), False, True),
+    "mig_mode": (frozenset({"current", "pending"}), False, True),
+    "gsp_drift": (frozenset({"version"}), True, True),
+    "fabric_manager_down": (frozenset(), False, False),
+    "imex_down": (frozenset(), False, False),
+    "ib_port_down": (frozenset({"port", "phys_state"}), False, False),
+    "ib_port_degraded": (frozenset({"port", "rate_gbps"}), False, False),
+    "ib_errors": (frozenset({"port", "counter", "per_s"}), False, False),
 }
+FABRIC_FAULTS = frozenset({
+    "gpu_not_in_nvml", "nvlink_down", "nvlink_errors", "persistence_off", "ecc_mode", "mig_mode", "gsp_drift",
+    "fabric_manager_down", "imex_down", "ib_port_down", "ib_port_degraded", "ib_errors",
+})
+# A node's fabric: NVSwitches (and so a fabric manager), InfiniBand ports and their rate, IMEX. Defaults follow
+# the GPU: an 8-GPU HGX board (NVLink through NVSwitches) has 4 NVSwitches; InfiniBand ports only when given.
+FABRIC_KEYS = frozenset({"nvswitches", "ib_ports", "ib_rate_gbps", "imex"})
 _FAULT_COMMON = frozenset({"at_s", "clear_at_s", "fault", "gpu", "note"})
 _NODE_KEYS = frozenset(
     {
@@ -74,6 +94,7 @@ _NODE_KEYS = frozenset(
         "rdma_devices",
         "faults",
         "note",
+        "fabric",
     }
 )
 
@@ -166,6 +187,17 @@ class NodeSpec:
     faults: tuple[Fault, ...] = ()
     provider_name: str | None = None
     rdma_devices: int = 0  # InfiniBand / RoCE HCAs in /sys/class/infiniband (GPUDirect RDMA expected)
+    fabric: dict = field(default_factory=dict)
+
+    def fabric_layout(self) -> dict:
+        """NVSwitches, InfiniBand ports, their rate and IMEX for this node (the scenario's ``fabric``, else
+        defaults: an 8-GPU HGX board has 4 NVSwitches; InfiniBand ports only where the scenario gives them, since
+        RDMA devices make other checks expect GPUDirect RDMA's peer-memory module)."""
+        hgx = (self.gpu_count == 8 and GPU_MODELS[self.gpu_model]["nvlinks"] >= 12
+               and self.delivery_form != "cloud_shared")
+        layout = {"nvswitches": 4 if hgx else 0, "ib_ports": 0, "ib_rate_gbps": 400, "imex": False}
+        layout.update(self.fabric)
+        return layout
 
     @property
     def is_cloud(self) -> bool:
@@ -296,6 +328,7 @@ def _parse_node(data: Any, where: str) -> tuple[NodeSpec, int]:
         faults=(),
         provider_name=data.get("provider_name"),
         rdma_devices=int(_number(data.get("rdma_devices", 0), f"{where}.rdma_devices", 0, 64)),
+        fabric=_parse_fabric(data.get("fabric", {}), f"{where}.fabric"),
     )
     faults_data = data.get("faults", [])
     _expect(isinstance(faults_data, list), f"{where}.faults", "must be a list")
@@ -303,6 +336,22 @@ def _parse_node(data: Any, where: str) -> tuple[NodeSpec, int]:
     spec = NodeSpec(**{**spec.__dict__, "faults": faults})
     count = int(_number(data.get("count", 1), f"{where}.count", 1, 10000))
     return spec, count
+
+
+def _parse_fabric(data: Any, where: str) -> dict:
+    _expect(isinstance(data, dict), where, 'must be an object like {"nvswitches": 4, "ib_ports": 8}')
+    unknown = set(data) - FABRIC_KEYS
+    _expect(not unknown, where, f"unknown keys {sorted(unknown)}")
+    fabric = {}
+    for key in ("nvswitches", "ib_ports"):
+        if key in data:
+            fabric[key] = int(_number(data[key], f"{where}.{key}", 0, 64))
+    if "ib_rate_gbps" in data:
+        fabric["ib_rate_gbps"] = int(_number(data["ib_rate_gbps"], f"{where}.ib_rate_gbps", 1, 1600))
+    if "imex" in data:
+        _expect(isinstance(data["imex"], bool), f"{where}.imex", "must be true or false")
+        fabric["imex"] = data["imex"]
+    return fabric
 
 
 def _parse_fault(data: Any, where: str, node: NodeSpec) -> Fault:
@@ -345,6 +394,27 @@ def _parse_fault(data: Any, where: str, node: NodeSpec) -> Fault:
         )
         kinds = SPOT_NOTICE_KINDS[node.provider]
         _one_of(params.setdefault("kind", kinds[0]), kinds, f"{where}.kind")
+    if kind.startswith("ib_"):
+        ports = node.fabric_layout()["ib_ports"]
+        _expect(ports > 0, f"{where}.fault", f"{kind} needs a node with InfiniBand ports (fabric.ib_ports)")
+        port = params.get("port", 0)
+        _expect(isinstance(port, int) and 0 <= port < ports, f"{where}.port",
+                f"port {port!r} does not exist (the node has {ports})")
+    if kind in ("nvlink_down", "nvlink_errors"):
+        links = GPU_MODELS[node.gpu_model]["nvlinks"]
+        link = params.get("link", 0)
+        _expect(isinstance(link, int) and 0 <= link < links, f"{where}.link",
+                f"link {link!r} does not exist ({node.gpu_model} has {links} NVLinks)")
+    if kind == "nvlink_errors":
+        _one_of(params.get("counter", "crc_flit"), ("replay", "recovery", "crc_flit", "crc_data"), f"{where}.counter")
+    if kind == "ib_errors":
+        _one_of(params.get("counter", "symbol_error"),
+                ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors"), f"{where}.counter")
+    if kind == "fabric_manager_down":
+        _expect(node.fabric_layout()["nvswitches"] > 0, f"{where}.fault",
+                "fabric_manager_down needs a node with NVSwitches (fabric.nvswitches)")
+    if kind == "imex_down":
+        _expect(node.fabric_layout()["imex"], f"{where}.fault", "imex_down needs a node with fabric.imex = true")
     return Fault(kind=kind, at_s=at_s, clear_at_s=clear, gpu=gpu, params=params)
 
 

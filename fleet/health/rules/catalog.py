@@ -1,16 +1,19 @@
 """Every rule definition in triage order, and the sync of definitions into `Rule` rows."""
 
 from ..choices import STEP_ORDER
-from . import capacity, host, platform_hardware, software_chain, visibility, xid
+from . import capacity, fabric, host, platform_hardware, software_chain, visibility, xid
 from .base import RuleDefinition
 
 _DEFINED: list[RuleDefinition] = [
     *visibility.RULES,
+    *fabric.VISIBILITY_RULES,
     *software_chain.RULES,
+    *fabric.SOFTWARE_CHAIN_RULES,
     *capacity.RULES,
     *host.RULES,  # host checks of steps 2-4 (memory, data volumes, clock, peer memory, D state)
     *platform_hardware.RULES,
     *xid.RULES,
+    *fabric.PLATFORM_HARDWARE_RULES,
 ]
 # Triage order; a module may hold rules of several steps (host.py), their order within a step is kept.
 RULES: list[RuleDefinition] = sorted(_DEFINED, key=lambda rule: STEP_ORDER.index(rule.step))

@@ -52,8 +52,16 @@ def _gpu_count_low(node, params, ctx):
         return None
     if seen >= expected:
         return []
-    return [Observation(summary=f"{seen} of {expected} GPUs visible",
-                        values={"gpu_count_seen": seen, "expected_gpu_count": expected})]
+    # With the agent's PCI view: GPUs on the bus but not in NVML are gpu_missing_from_nvml's (a driver fault).
+    on_bus = ((node.status.get("fabric") or {}).get("pci") or {}).get("gpus")
+    if on_bus is not None and on_bus >= expected:
+        return []
+    values = {"gpu_count_seen": seen, "expected_gpu_count": expected}
+    where = ""
+    if on_bus is not None:
+        values["pci_gpu_count"] = on_bus
+        where = f"; {on_bus} on the PCI bus — the missing GPU(s) are gone from the bus"
+    return [Observation(summary=f"{seen} of {expected} GPUs visible{where}", values=values)]
 
 
 def _gpu_lost(node, params, ctx):

@@ -38,7 +38,7 @@ NODE_STATUS_FIELDS = [
     "disk_util_pct_max", "tcp_retrans_pct", "notice_kind", "notice_deadline", "checkpoint_age_s",
     "mem_total_bytes", "mem_available_bytes",
 ]
-NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint"]
+NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint", "fabric"]
 # What the host rules (rules/host.py) read of the stored `system` section: only these keys are selected (the
 # section also holds per-disk rates and more), scalars as text, the rest as JSON text decoded through the cache.
 SYSTEM_SCALAR_KEYS = ["swap_in_pages_per_s", "swap_out_pages_per_s", "swap_total_bytes", "swap_free_bytes",
@@ -53,7 +53,7 @@ GPU_STATUS_FIELDS = [
     "process_count", "process_memory_bytes", "processes",
 ]
 BASELINE_FIELDS = ["id", "name", "pool_id", "node_id", *BASELINE_STACK_FIELDS, "gpu_model", "gpu_memory_bytes",
-                   "gpu_count"]
+                   "gpu_count", "mig_mode", "gsp_firmware_version", "ib_port_count", "ib_rate_gbps"]
 _NODE_FIELDS = ["id", "hostname", "provider_id", "pool_id", "delivery_form", "billing_mode", "state",
                 "expected_gpu_count", "expected_gpu_model", "pool__gpus_per_node", "pool__gpu_model",
                 "current_stack_id", "site_id", "site__name", "pool__site_id", "pool__site__name"]
@@ -290,8 +290,8 @@ def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now:
             node.requested_changes.append((at, field, summary))
 
     for node in facts.values():
-        if node.status and node.status.get("lost_gpus"):
-            needs_bus_map.add(node.id)
+        if node.status and (node.status.get("lost_gpus") or (node.status.get("fabric") or {}).get("attention")):
+            needs_bus_map.add(node.id)  # the fabric rules name GPUs by bus id too
     if needs_identity or needs_bus_map:
         identities = GPU.objects.order_by().filter(Q(pk__in=needs_identity) | Q(node_id__in=needs_bus_map))
         for gpu_id, node_id, index, uuid, bus_id, model, serial in identities.values_list(

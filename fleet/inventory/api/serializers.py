@@ -90,7 +90,7 @@ class BaselineSerializer(serializers.ModelSerializer):
     class Meta:
         model = Baseline
         fields = ["id", "name", "pool", "node", *BASELINE_STACK_FIELDS, "gpu_model", "gpu_memory_bytes", "gpu_count",
-                  "updated_at"]
+                  "mig_mode", "gsp_firmware_version", "ib_port_count", "ib_rate_gbps", "updated_at"]
         read_only_fields = ["updated_at"]
 
     def validate(self, attrs):

@@ -33,6 +33,7 @@ from ..choices import ACTIONABLE_EVENT_KINDS, EventKind, EventSeverity
 from ..models import AgentEpoch, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
 from ..signals import urgent_events_stored
 from ..validation import parse_time
+from .fabric import fabric_digest
 from .inventory import inventory_apply
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ _NODE_STATUS_FIELDS = (
     "silent_since", "nvml_status", "nvml_message", "gpu_count_seen", "lost_gpus", "cpu_busy_pct", "cpu_steal_pct",
     "cpu_iowait_pct", "mem_total_bytes", "mem_available_bytes", "load1", "disk_await_ms_max", "disk_util_pct_max",
     "tcp_retrans_pct", "system", "cloud", "notice_kind", "notice_deadline", "checkpoint_age_s", "checkpoint",
+    "fabric",
 )
 _GPU_STATUS_FIELDS = (
     "node_id", "collected_at", "lost", "utilization_gpu_pct", "utilization_memory_pct", "memory_used_bytes",
@@ -360,7 +362,7 @@ def _node_status(node_id: int, report: dict, now: datetime, instance_id: str) ->
         tcp_retrans_pct=system.get("tcp_retrans_pct"), system=system, cloud=cloud,
         notice_kind=notice.get("kind") or "",
         notice_deadline=parse_time(notice["deadline"]) if notice.get("deadline") else None,
-        checkpoint_age_s=checkpoint.get("newest_age_s"), checkpoint=checkpoint,
+        checkpoint_age_s=checkpoint.get("newest_age_s"), checkpoint=checkpoint, fabric=fabric_digest(report),
         inventory_hash="", boot_id="",  # set only by reports that carry an inventory
     )
 

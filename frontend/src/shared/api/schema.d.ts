@@ -2813,6 +2813,19 @@ export interface components {
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
             gpu_count?: number | null;
+            /**
+             * @description MIG mode every GPU must be in; blank: not pinned
+             *
+             *     * `enabled` - Enabled
+             *     * `disabled` - Disabled
+             */
+            mig_mode?: components["schemas"]["MigModeEnum"] | components["schemas"]["BlankEnum"];
+            /** @description GSP firmware every GPU must run; blank: all GPUs alike */
+            gsp_firmware_version?: string;
+            /** @description InfiniBand / RoCE ports that must be active */
+            ib_port_count?: number | null;
+            /** @description Rate every active port must run at (Gb/s); blank: the fastest port of the node */
+            ib_rate_gbps?: number | null;
             /** Format: date-time */
             readonly updated_at: string;
         };
@@ -2837,6 +2850,19 @@ export interface components {
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
             gpu_count?: number | null;
+            /**
+             * @description MIG mode every GPU must be in; blank: not pinned
+             *
+             *     * `enabled` - Enabled
+             *     * `disabled` - Disabled
+             */
+            mig_mode?: components["schemas"]["MigModeEnum"] | components["schemas"]["BlankEnum"];
+            /** @description GSP firmware every GPU must run; blank: all GPUs alike */
+            gsp_firmware_version?: string;
+            /** @description InfiniBand / RoCE ports that must be active */
+            ib_port_count?: number | null;
+            /** @description Rate every active port must run at (Gb/s); blank: the fastest port of the node */
+            ib_rate_gbps?: number | null;
         };
         /**
          * @description * `on_demand` - On-demand
@@ -4063,6 +4089,12 @@ export interface components {
          * @enum {string}
          */
         MessageStateEnum: "pending" | "queued" | "sending" | "retrying" | "delivered" | "dead" | "cancelled";
+        /**
+         * @description * `enabled` - Enabled
+         *     * `disabled` - Disabled
+         * @enum {string}
+         */
+        MigModeEnum: "enabled" | "disabled";
         Node: {
             readonly id: number;
             hostname: string;
@@ -4255,6 +4287,8 @@ export interface components {
             /** Format: double */
             checkpoint_age_s?: number | null;
             checkpoint?: unknown;
+            /** @description What the fabric rules judge: GPU settings, NVLink, PCI view, NVSwitch services, InfiniBand ports (telemetry.services.fabric) */
+            fabric?: unknown;
             inventory_hash?: string;
             /** @description From the last inventory; a change is a reboot */
             boot_id?: string;
@@ -4826,6 +4860,19 @@ export interface components {
             /** Format: int64 */
             gpu_memory_bytes?: number | null;
             gpu_count?: number | null;
+            /**
+             * @description MIG mode every GPU must be in; blank: not pinned
+             *
+             *     * `enabled` - Enabled
+             *     * `disabled` - Disabled
+             */
+            mig_mode?: components["schemas"]["MigModeEnum"] | components["schemas"]["BlankEnum"];
+            /** @description GSP firmware every GPU must run; blank: all GPUs alike */
+            gsp_firmware_version?: string;
+            /** @description InfiniBand / RoCE ports that must be active */
+            ib_port_count?: number | null;
+            /** @description Rate every active port must run at (Gb/s); blank: the fastest port of the node */
+            ib_rate_gbps?: number | null;
         };
         PatchedBillingPlanRequest: {
             pool?: number | null;
