@@ -1,6 +1,6 @@
 """Every rule definition in triage order, and the sync of definitions into `Rule` rows."""
 
-from . import capacity, platform_hardware, software_chain, visibility, xid
+from . import capacity, diagnostics, platform_hardware, software_chain, visibility, xid
 from .base import RuleDefinition
 
 RULES: list[RuleDefinition] = [
@@ -9,6 +9,7 @@ RULES: list[RuleDefinition] = [
     *capacity.RULES,
     *platform_hardware.RULES,
     *xid.RULES,
+    *diagnostics.RULES,
 ]
 RULES_BY_SLUG: dict[str, RuleDefinition] = {rule.slug: rule for rule in RULES}
 assert len(RULES_BY_SLUG) == len(RULES), "rule slugs must be unique"
