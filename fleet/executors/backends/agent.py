@@ -103,6 +103,8 @@ class AgentExecutor:
         if state in (AgentActionState.REFUSED, AgentActionState.INTERRUPTED, AgentActionState.CANCELLED):
             return steps.StepOutcome.waiting(f"the node's agent {state} {action.kind}: {detail}",
                                              waiting_on=steps.WAITING_OPERATOR, **facts)
+        if action.kind == AgentActionKind.DCGM_DIAG and state in (AgentActionState.DONE, AgentActionState.FAILED):
+            return self._diag_outcome(action, ctx, facts)
         if state in (AgentActionState.FAILED, AgentActionState.EXPIRED):
             return steps.StepOutcome.failed(f"{action.kind} {state} on the node: {detail}", **facts)
         if action.kind == AgentActionKind.REBOOT and not agent_rebooted(action=action):
@@ -115,13 +117,11 @@ class AgentExecutor:
             return steps.StepOutcome.done(action.message, evidence={
                 "source": "agent", "agent_action": str(action.public_id), "sections": sorted(action.evidence or {})},
                 **{steps.EXECUTOR_EVIDENCE: collected}, **facts)
-        if action.kind == AgentActionKind.DCGM_DIAG:
-            return self._diag_outcome(action, ctx, facts)
         return steps.StepOutcome.done(action.message or f"{action.kind} done", **facts)
 
     @staticmethod
     def _diag_outcome(action: AgentAction, ctx: steps.StepContext | None, facts: dict) -> steps.StepOutcome:
-        """A done dcgm_diag passed, or found no DCGM on the node: the gate says which."""
+        """The gate: passed, failed (a test failed, or no verdict), or no DCGM on the node."""
         evidence = action.evidence or {}
         outcome = evidence.get("dcgm_diag_outcome")
         facts = {**facts, "dcgm_outcome": outcome, "level": action.params.get("level")}
@@ -133,6 +133,6 @@ class AgentExecutor:
                 return steps.StepOutcome.failed(f"the step requires DCGM, and the node has none: {action.message}",
                                                 **facts)
             return steps.StepOutcome.done(f"no gate: {action.message}", skipped=True, **facts)
-        if outcome != "pass":  # a node claiming "done" without a pass is not a pass
+        if outcome != "pass" or action.state != AgentActionState.DONE:  # "done" without a pass is not a pass
             return steps.StepOutcome.failed(f"the diagnostic did not pass: {action.message or outcome}", **facts)
         return steps.StepOutcome.done(action.message, **facts)
