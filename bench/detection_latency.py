@@ -13,8 +13,11 @@ that stands in for /dev/kmsg (writing to the real /dev/kmsg needs root); the rec
 
 Each trial writes one Xid (a new GPU/code pair, so each opens a new finding) and polls
 `GET /api/v1/findings/?node=…&rule=xid&state=open` every 20 ms until the finding is there. The clock starts just
-before the write. Printed: p50 / p90 / p99 / max per design, and the ratio poll ÷ stream of the medians.
-Target: p99 ≤ 1 s for the stream design.
+before the write. Printed: p50 / p90 / p99 / max per design, and the ratio poll ÷ stream of the medians; and the
+median of each stage: `agent_to_stored` (write → the event row stored: the agent's read, its urgent report, the
+POST and ingestion), `stored_to_evaluation` (→ the evaluation that opened the finding started: the Celery hop),
+`evaluation_to_api` (→ the API answer shows it: evaluation, commit, the request), and `finding_committed` (write →
+the finding row exists, polled in the database alongside). Target: p99 ≤ 1 s for the stream design.
 """
 
 import argparse
@@ -117,14 +120,19 @@ def _measure(node: Node, api, server: str, trials: int, settle_s: float) -> tupl
 
     seen: set[str] = set()
     latencies = []
-    stages: dict[str, list[float]] = {"agent_to_stored": [], "stored_to_finding": [], "finding_to_api": []}
+    stages: dict[str, list[float]] = {"agent_to_stored": [], "stored_to_evaluation": [], "evaluation_to_api": [],
+                                      "finding_committed": []}
     for trial in range(trials):
         gpu, code = trial % 8, XID_CODES[(trial // 8) % len(XID_CODES)]
         time.sleep(settle_s)  # let the previous urgent report and evaluation finish, and decorrelate from timers
         started, wall = time.perf_counter(), time.time()
         node.write_xid(gpu, code)
         url = f"{server}/api/v1/findings/?node={node.node_id}&rule=xid&state=open&page_size=200"
+        committed = None
         while True:
+            if committed is None and Finding.objects.filter(node_id=node.node_id, rule__slug="xid",
+                                                            state="open").exclude(subject__in=seen).exists():
+                committed = time.perf_counter() - started  # the row is there; the API answer follows
             subjects = {row["subject"] for row in api.get(url, timeout=10).json()["results"]}
             new = subjects - seen
             if new:
@@ -136,8 +144,9 @@ def _measure(node: Node, api, server: str, trials: int, settle_s: float) -> tupl
                 stored = event.received_at.timestamp() - wall
                 opened = finding.opened_at.timestamp() - wall  # the evaluation's clock (duration 0: when it ran)
                 stages["agent_to_stored"].append(stored)
-                stages["stored_to_finding"].append(opened - stored)
-                stages["finding_to_api"].append(latencies[-1] - opened)
+                stages["stored_to_evaluation"].append(opened - stored)
+                stages["evaluation_to_api"].append(latencies[-1] - opened)
+                stages["finding_committed"].append(committed if committed is not None else latencies[-1])
                 break
             if time.perf_counter() - started > 30:
                 raise RuntimeError(f"node {node.node_id}: no finding 30 s after Xid {code} on GPU {gpu}")
