@@ -234,3 +234,24 @@ def test_verify_level_runs_the_diagnostic_and_leaves_its_event_for_the_agent(tmp
     assert event["kind"] == "diag" and event["code"] == 3
     assert event["gpu_uuid"] == sim_nvml.gpus[5].uuid  # DCGM's GPU 5 is NVML index 5 of this node
     assert drain_inbox(inbox_path(tmp_path / "state")) == []  # taken once
+
+
+def test_the_running_agent_reports_what_verify_left_in_the_inbox(control_plane, tmp_path, sim_nvml, dcgmi):
+    from fleet_agent.client import ControlPlaneClient
+    from fleet_agent.credentials import credential_path
+    from fleet_agent.daemon import Daemon
+    from fleet_agent.dcgm import append_inbox
+    from fleet_agent.enroll import enroll
+    from tests.agents.test_daemon import _config, _wait_for, running
+    from tests.agents.test_sender import FACTS
+
+    enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path))
+    daemon = Daemon(_config(tmp_path, interval_s="60", notice_poll_s="0.5"), nvml_module=sim_nvml)
+    with running(daemon):
+        assert _wait_for(lambda: control_plane.sequences()), "no first report"
+        diagnose(3, gpus_by_index=GPUS, sink=lambda event: append_inbox(inbox_path(tmp_path), event))
+        assert _wait_for(lambda: any(e["kind"] == "diag" for r in control_plane.reports() for e in r["events"]),
+                         timeout=10)
+    (event,) = [e for r in control_plane.reports() for e in r["events"] if e["kind"] == "diag"]
+    assert event["code"] == 3 and event["severity"] == "critical"
+    assert drain_inbox(inbox_path(tmp_path)) == []

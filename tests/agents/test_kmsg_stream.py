@@ -105,21 +105,32 @@ def test_a_record_longer_than_the_buffer_grows_it(tmp_path, proc_root, fifo, mon
     collector.close()
 
 
-def test_daemon_streams_kmsg_and_sends_an_xid_before_the_next_poll(control_plane, tmp_path, sim_nvml, fifo):
+def test_daemon_streams_kmsg_and_sends_an_xid_without_the_timer(control_plane, tmp_path, sim_nvml, fifo):
     path, writer = fifo
     enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path))
     daemon = Daemon(_config(tmp_path, interval_s="60", kernel_log=f"kmsg:{path}", notice_poll_s="5"),
                     nvml_module=sim_nvml)
     timer_polls = []
-    polled = daemon.core.collect_if_urgent
-    daemon.core.collect_if_urgent = lambda: (timer_polls.append(time.monotonic()), polled())[1]
+    # The timer's poll (every notice_poll_s) is switched off: only the streaming read can deliver the Xid.
+    daemon.core.collect_if_urgent = lambda: timer_polls.append(time.monotonic())
     with running(daemon):
         assert _wait_for(lambda: control_plane.sequences()), "no first report"
         os.write(writer, XID_79 % 42)
-        written = time.monotonic()
         assert _wait_for(lambda: any(r["events"] for r in control_plane.reports()), timeout=10)
-        delivered = time.monotonic()
-    # The timer poll (every 5 s) did not carry it: the watcher read the record as it was written.
-    assert not [t for t in timer_polls if written <= t <= delivered]
     urgent = next(r for r in control_plane.reports() if r["events"])
     assert urgent["events"][0]["code"] == 79 and urgent["events"][0]["gpu_uuid"] == sim_nvml.gpus[0].uuid
+
+
+def test_daemon_falls_back_to_the_timer_where_the_log_cannot_be_waited_on(control_plane, tmp_path, sim_nvml):
+    enroll(ControlPlaneClient(control_plane.url), "fe_test", FACTS, credential_file=credential_path(tmp_path))
+    kernel_log = tmp_path / "kern.log"
+    kernel_log.write_text("")
+    daemon = Daemon(_config(tmp_path, interval_s="60", kernel_log=str(kernel_log), notice_poll_s="0.5"),
+                    nvml_module=sim_nvml)
+    assert daemon.core.wait_kernel_log(0.01) is None  # a plain file: polled
+    with running(daemon):
+        assert _wait_for(lambda: control_plane.sequences()), "no first report"
+        with kernel_log.open("a") as handle:
+            handle.write("[ 99.1] NVRM: Xid (PCI:0000:18:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off "
+                         "the bus.\n")
+        assert _wait_for(lambda: any(r["events"] for r in control_plane.reports()), timeout=10)
