@@ -6,8 +6,10 @@ Everything the simulator cannot tell: what the driver really answers per field (
 NoPermission or FunctionNotFound on this board and driver), what one ``NvmlAdapter.sample()`` costs in CPU
 and wall time with the driver's ioctls in it, against running ``nvidia-smi -q -x`` and parsing its XML (the
 way an agent that shells out to it works; its CPU is the child process's), and whether NVML's Xid events can
-be registered here. It prints one JSON object. Without a GPU it prints the adapter's visibility (status and
-the message an operator would see) and exits 0.
+be registered here; and whether DCGM is present (``dcgmi --version``, the ``nv-hostengine`` binary, a host
+engine answering ``dcgmi discovery -l``) — with ``--dcgm-diag LEVEL`` it also runs ``dcgmi diag -r LEVEL -j``
+through the agent's parser and prints the normalized result. It prints one JSON object. Without a GPU it prints
+the adapter's visibility (status and the message an operator would see) and the DCGM check, and exits 0.
 
 Needs only the standard library, ``agents/`` and NVIDIA's ``pynvml`` module. For a machine without a package
 index, carry the wheel (pure Python, importable from the zip):
@@ -32,7 +34,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "agents"))
 
+from fleet_agent.dcgm import dcgm_presence, diagnose  # noqa: E402
 from fleet_agent.nvml import NvmlAdapter, XidEventWatcher  # noqa: E402
+
+
+def _dcgm(level: int | None, gpus: dict[int, dict]) -> dict:
+    found = dcgm_presence()
+    if level is None or found["dcgmi"] is None:
+        return found
+    run = diagnose(level, gpus_by_index=gpus)
+    return {**found, "diag": {"level": level, "outcome": run.outcome, "message": run.message,
+                              "exit_status": run.exit_status, "seconds": round((run.finished_at - run.started_at)
+                                                                               .total_seconds(), 1),
+                              "summary": run.summary}}
 
 
 def _summary(cpus: list[float], walls: list[float]) -> dict:
@@ -85,6 +99,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cycles", type=int, default=100)
     parser.add_argument("--baseline-cycles", type=int, default=20, help="nvidia-smi runs (each takes ~100 ms+)")
+    parser.add_argument("--dcgm-diag", type=int, choices=(1, 2, 3), default=None, metavar="LEVEL",
+                        help="also run dcgmi diag -r LEVEL -j (level 1 takes about a minute; needs idle GPUs)")
     parser.add_argument("--simulate", action="store_true",
                         help="8 simulated H100s instead of the driver (keeps this script tested where there is no GPU)")
     args = parser.parse_args()
@@ -99,6 +115,8 @@ def main() -> None:
     result: dict = {"machine": f"{platform.machine()}, {platform.node()}, Python {platform.python_version()}",
                     "visibility": first.visibility, "driver_version": first.driver_version,
                     "cuda_driver_version": first.cuda_driver_version}
+    result["dcgm"] = _dcgm(args.dcgm_diag, {g["index"]: {"uuid": g["uuid"], "pci_bus_id": g["pci_bus_id"]}
+                                            for g in first.gpus})
     if first.visibility.get("nvml") != "ok" or not first.gpus:
         print(json.dumps(result, indent=2))
         return

@@ -18,6 +18,7 @@ The agent stays unprivileged: ``reboot`` and ``gpu_reset`` run through the narro
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import queue
@@ -33,6 +34,7 @@ from typing import Any
 
 from fleet_agent.protocol import (
     ACTION_KINDS,
+    DIAG_LEVELS,
     HOOK_NAME_PATTERN,
     MAX_GPU_INDEX,
     action_signature,
@@ -104,6 +106,7 @@ class ActionRunner:
         gpu_reset_command: list[str],
         nvidia_smi: str = "nvidia-smi",
         verify: Callable[[], tuple[bool, str]] | None = None,
+        diagnose: Callable[[int], Any] | None = None,
         boot_id: Callable[[], str] = read_boot_id,
         on_result: Callable[[], None] | None = None,
         command: Callable[..., CommandOutcome] = run,
@@ -117,6 +120,7 @@ class ActionRunner:
         self.gpu_reset_command = list(gpu_reset_command)
         self.nvidia_smi = nvidia_smi
         self._verify = verify
+        self._diagnose = diagnose
         self._boot_id = boot_id
         self._on_result = on_result
         self._command = command
@@ -184,7 +188,8 @@ class ActionRunner:
     def _params_problem(kind: str, params: Any) -> str:
         if not isinstance(params, dict):
             return "params is not an object"
-        expected = {"gpu_reset": {"gpu_index"}, "run_hook": {"name", "timeout_s"}}.get(kind, set())
+        expected = {"gpu_reset": {"gpu_index"}, "run_hook": {"name", "timeout_s"},
+                    "dcgm_diag": {"level"}}.get(kind, set())
         extra = sorted(set(params) - expected)
         if extra:
             return f"{kind} takes no {', '.join(extra)}"
@@ -192,6 +197,10 @@ class ActionRunner:
             index = params.get("gpu_index")
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_GPU_INDEX:
                 return f"gpu_index must be a whole number from 0 to {MAX_GPU_INDEX}"
+        if kind == "dcgm_diag":
+            level = params.get("level")
+            if isinstance(level, bool) or level not in DIAG_LEVELS:
+                return f"level must be one of {', '.join(map(str, DIAG_LEVELS))}"
         if kind == "run_hook":
             name = params.get("name")
             if not isinstance(name, str) or not _HOOK.match(name):
@@ -309,6 +318,20 @@ class ActionRunner:
         ok, table = self._verify()
         return ok, "every check passed" if ok else "a check failed (see stdout)", \
             CommandOutcome(0 if ok else 1, table, ""), None
+
+    def _do_dcgm_diag(self, params: dict, action: dict):
+        """``dcgmi diag -r LEVEL -j``: done when it passed, failed when a test failed or it gave no verdict. Where DCGM
+        is not installed the action is done with outcome ``unavailable`` in its evidence, so a workflow gate can
+        tell "passed" from "could not be run" (fleet_agent.dcgm)."""
+        if self._diagnose is None:
+            return False, "this agent cannot run DCGM diagnostics here", None, None
+        run = self._diagnose(params["level"])
+        evidence = {"dcgm_diag_outcome": run.outcome, "dcgm_diag_level": str(run.level),
+                    "dcgm_diag_summary": json.dumps(run.summary, separators=(",", ":"))}
+        if run.stdout.strip():
+            evidence["dcgm_diag_json"] = tail(run.stdout, EVIDENCE_CHARS)
+        outcome = CommandOutcome(run.exit_status, run.stdout, run.stderr)
+        return run.outcome in ("pass", "unavailable"), run.message, outcome, evidence
 
     def _do_gpu_reset(self, params: dict, action: dict):
         index = params["gpu_index"]

@@ -89,6 +89,7 @@ class AgentCore:
         self._notice: dict | None = None
         self._notice_key: tuple | None = None
         self._pci_map: dict[str, str] = {}
+        self._gpus_by_index: dict[int, dict] = {}
 
     # -- sources polled between reports ---------------------------------------------------------
 
@@ -139,6 +140,33 @@ class AgentCore:
             events = [agent_error_event("kernel log", err, self._clock)]
         self.add_events(events)
         return events
+
+    def wait_kernel_log(self, timeout_s: float) -> bool | None:
+        """Block until the kernel log has new records (True), the time runs out (False), or None when the source
+        cannot be waited on (the caller polls it on a timer)."""
+        wait = getattr(self.kernel_log, "wait", None)
+        if wait is None:
+            return None
+        try:
+            return wait(timeout_s)
+        except Exception as err:  # noqa: BLE001 - fall back to polling
+            log.warning("waiting on the kernel log failed: %s", err)
+            return None
+
+    def collect_kernel_log_if_urgent(self) -> dict | None:
+        """Read the kernel log now and report at once if an urgent event came in (the streaming watcher's job)."""
+        self.poll_kernel_log()
+        with self._lock:
+            if not self.has_urgent_pending():
+                return None
+            return self.collect(urgent=True, poll_sources=False)
+
+    def gpus_by_index(self) -> dict[int, dict]:
+        """The GPUs of the latest sample by NVML index ({"uuid", "pci_bus_id"}), for naming diagnostics' GPUs."""
+        with self._lock:
+            if not self._gpus_by_index:
+                self._update_pci_map(self.nvml.sample().gpus)
+            return dict(self._gpus_by_index)
 
     def add_events(self, events: list[dict]) -> None:
         """Queue events for the next report (the kernel log's, and NVML's Xid events, which are pushed)."""
@@ -240,6 +268,8 @@ class AgentCore:
         ):
             self.kernel_log.set_pci_map(mapping)
         self._pci_map = mapping
+        self._gpus_by_index = {gpu["index"]: {"uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id")}
+                               for gpu in gpus if isinstance(gpu.get("index"), int)}
 
     @property
     def cloud_identity(self) -> dict | None:

@@ -54,6 +54,8 @@ def make_kernel_log(source: str | None, state_path: Path) -> Any:
     except ImportError as err:  # packaging bug; keep collecting everything else
         log.error("kernel log collector unavailable: %s", err)
         return None
+    if source.startswith("kmsg:"):  # kmsg records from another path (a FIFO standing in for /dev/kmsg)
+        return KernelLogCollector("kmsg", state_path, kmsg_path=source[len("kmsg:"):])
     return KernelLogCollector(source, state_path)
 
 

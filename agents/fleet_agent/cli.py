@@ -75,7 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     enroll.add_argument("--token", required=True, help="enrolment token (fe_…)")
 
-    commands.add_parser("verify", parents=[settings], help="smoke-test this node and print PASS/FAIL")
+    verify = commands.add_parser("verify", parents=[settings], help="smoke-test this node and print PASS/FAIL")
+    verify.add_argument("--level", type=int, choices=(1, 2, 3), default=None,
+                        help="also run DCGM's active diagnostic at this level (dcgmi diag -r N); the running agent "
+                             "reports its result")
 
     status = commands.add_parser(
         "status", parents=[settings], help="spool depth, sequences, instance id, set-aside reports"
@@ -274,7 +277,7 @@ def cmd_enroll(config: Config, args: argparse.Namespace) -> int:
 def cmd_verify(config: Config, args: argparse.Namespace) -> int:
     from fleet_agent.verify import FAIL, print_table, run_checks
 
-    results = run_checks(config)
+    results = run_checks(config, level=getattr(args, "level", None))
     print_table(results, sys.stdout)
     return EXIT_FAILED if any(r.result == FAIL for r in results) else EXIT_OK
 

@@ -130,7 +130,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("proc_root", _text, "/proc", "where /proc is mounted (containers: the host's)"),
     Setting("sys_root", _text, "/sys", "where /sys is mounted (cloud detection from DMI)"),
     Setting("host_root", _text, "/", "host file system root (os-release, CUDA toolkits, machine-id)"),
-    Setting("kernel_log", _text, "auto", "kmsg, journal, off, auto, or a file path"),
+    Setting("kernel_log", _text, "auto",
+            "kmsg, journal, off, auto, a file path, or kmsg:PATH (kmsg records from PATH)"),
     Setting(
         "nvml_events",
         _choice(NVML_EVENT_CHOICES),
@@ -173,6 +174,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("actions_gpu_reset_command", _command, ["sudo", "-n", "/usr/bin/nvidia-smi", "-r", "-i", "{gpu}"],
             "how gpu_reset resets GPU {gpu} (install.sh --allow-actions writes the sudoers rule)"),
     Setting("actions_nvidia_smi", _text, "nvidia-smi", "nvidia-smi for evidence and the GPU-idle check"),
+    Setting("dcgmi", _text, "dcgmi", "DCGM's dcgmi for active diagnostics (dcgm_diag action, verify --level)"),
 )
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
 

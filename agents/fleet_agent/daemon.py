@@ -5,8 +5,10 @@ Threads, and why each exists:
 * main — the collection loop, at a fixed rate (a slow cycle shortens the next wait, it never
   shifts the schedule); it only collects and spools, it never waits on the network or the logs;
 * sender — ``SenderThread``: delivers spooled reports, backs off on failure;
-* watcher — polls the cloud notice endpoint and the kernel log every ``notice_poll_s`` (≤ 5 s) and
-  pushes an urgent report at once when an Xid, a lost GPU or a cloud notice shows up;
+* watcher — blocks on ``/dev/kmsg`` (poll(2)) and reads each kernel record as it is written, pushing an urgent
+  report at once when an Xid, a fatal SXid or a lost GPU shows up; polls the cloud notice endpoint (and, where
+  the kernel log cannot be waited on — the journal, a file, no permission — the kernel log too) every
+  ``notice_poll_s`` (≤ 5 s); hands on what ``fleet-agent verify --level N`` left in the diagnostics inbox;
 * stack — re-probes the software stack (framework imports take seconds) and, until it is known, the
   cloud identity, every ``stack_refresh_s``;
 * nvml-events — only where NVML's Xid events are on (by default: when no kernel log is readable, e.g. a
@@ -31,6 +33,7 @@ from fleet_agent.agent import AgentCore
 from fleet_agent.assembly import delivery_target, load_identity, make_core, resolve_kernel_log_source
 from fleet_agent.config import Config
 from fleet_agent.credentials import credential_path, load_enrollment
+from fleet_agent.dcgm import DiagRun, diagnose, drain_inbox, inbox_path
 from fleet_agent.nvml import XidEventWatcher
 from fleet_agent.sender import Delivery, SenderThread
 from fleet_agent.spool import Spool
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 FLUSH_TIMEOUT_S = 10.0
 NVML_EVENTS_WAIT_MS = 1000  # how long one wait blocks; also how soon a stop is noticed
 NVML_EVENTS_RETRY_S = 30.0  # NVML down or no GPU supports the events: try registering again
+KERNEL_WAIT_MAX_S = 1.0  # the longest one wait on /dev/kmsg blocks, so a stop is noticed soon
 
 
 class Daemon:
@@ -72,6 +76,7 @@ class Daemon:
             gpu_reset_command=config.actions_gpu_reset_command,
             nvidia_smi=config.actions_nvidia_smi,
             verify=self._verify,
+            diagnose=self._diagnose,
             boot_id=lambda: read_boot_id(config.proc_root),
             on_result=self._report_action_result,
         )
@@ -105,6 +110,11 @@ class Daemon:
         table = io.StringIO()
         print_table(results, table)
         return not any(r.result == FAIL for r in results), table.getvalue()
+
+    def _diagnose(self, level: int) -> DiagRun:
+        """The dcgm_diag action: run DCGM's diagnostic; its ``diag`` event goes with the outcome's report."""
+        return diagnose(level, dcgmi=self.config.dcgmi, gpus_by_index=self.core.gpus_by_index(),
+                        sink=lambda event: self.core.add_events([event]))
 
     def _report_action_result(self) -> None:
         """An outcome is in the spool: send it now rather than at the next interval."""
@@ -178,13 +188,43 @@ class Daemon:
             self.stop_event.wait(next_due - now)
 
     def _watch(self) -> None:
+        """Stream the kernel log where it can be waited on; everything else on the ``notice_poll_s`` timer."""
         period = self.config.notice_poll_s
-        while not self.stop_event.wait(period):
-            try:
-                if self.core.collect_if_urgent() is not None:
-                    self.sender.wake(urgent=True)
-            except Exception:  # noqa: BLE001
-                log.exception("urgent watcher failed")
+        next_poll = time.monotonic() + period
+        while not self.stop_event.is_set():
+            remaining = next_poll - time.monotonic()
+            if remaining > 0:
+                readable = self.core.wait_kernel_log(min(remaining, KERNEL_WAIT_MAX_S))
+                if readable is None:  # cannot block on this source: the timer polls it
+                    self.stop_event.wait(remaining)
+                    continue
+                if readable:
+                    self._urgent(self.core.collect_kernel_log_if_urgent)
+                continue
+            next_poll += period
+            if next_poll <= time.monotonic():
+                next_poll = time.monotonic() + period
+            self._urgent(self.core.collect_if_urgent)
+            self._hand_on_diagnostics()
+
+    def _urgent(self, collect) -> None:
+        try:
+            if collect() is not None:
+                self.sender.wake(urgent=True)
+        except Exception:  # noqa: BLE001
+            log.exception("urgent watcher failed")
+
+    def _hand_on_diagnostics(self) -> None:
+        """Diagnostics ``fleet-agent verify --level N`` ran while this agent was running: report them now."""
+        try:
+            events = drain_inbox(inbox_path(self.config.state_dir))
+        except OSError as err:
+            log.warning("cannot read the diagnostics inbox: %s", err)
+            return
+        if events:
+            self.core.add_events(events)
+            self.core.collect(poll_sources=False)
+            self.sender.wake(urgent=True)
 
     def _watch_nvml_events(self) -> None:
         """Register for Xid events (again after a failure or while NVML is down) and report each batch."""

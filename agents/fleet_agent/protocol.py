@@ -15,7 +15,8 @@ import json
 import re
 
 # --- events ------------------------------------------------------------------------------------------------
-EVENT_KINDS = ("xid", "sxid", "aer", "gpu_lost", "preemption_notice", "rebalance", "maintenance", "agent_error")
+EVENT_KINDS = ("xid", "sxid", "aer", "gpu_lost", "preemption_notice", "rebalance", "maintenance", "agent_error",
+               "diag")
 EVENT_SEVERITIES = ("info", "warning", "critical")
 
 # Sent at once in a report of their own rather than at the next interval: a lost GPU or an Xid stops a job, and
@@ -103,7 +104,8 @@ def normalize_pci_bus_id(text: str | None) -> str | None:
 # --- actions (the control plane asks, the node decides) ----------------------------------------------------
 # What the reports response may ask a node to run. A node runs only the kinds its own config allows
 # (`[actions] allow`), and nothing by default; see docs/executors.md.
-ACTION_KINDS = ("collect_evidence", "verify", "gpu_reset", "reboot", "run_hook")
+ACTION_KINDS = ("collect_evidence", "verify", "gpu_reset", "reboot", "run_hook", "dcgm_diag")
+DIAG_LEVELS = (1, 2, 3)  # dcgmi diag -r LEVEL (fleet_agent.dcgm)
 # The kinds that need root through the narrow sudoers rule `install.sh --allow-actions` writes.
 PRIVILEGED_ACTION_KINDS = frozenset({"gpu_reset", "reboot"})
 # How an action ended, as the node reports it with its next report.

@@ -20,6 +20,7 @@ from fleet_agent.client import ControlPlaneClient, DeliveryError
 from fleet_agent.collectors.stack import CommandRunner, run_command
 from fleet_agent.config import Config
 from fleet_agent.credentials import credential_path, load_enrollment
+from fleet_agent.dcgm import append_inbox, diagnose, inbox_path
 from fleet_agent.nvml import NvmlAdapter, NvmlSample
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
@@ -153,13 +154,33 @@ def check_kernel_log(setting: str) -> CheckResult:
     source = resolve_kernel_log_source(setting)
     if source is None:
         return CheckResult("kernel log", SKIP, "no readable kernel log: Xid lines will be missed")
-    if source not in ("kmsg", "journal") and not os.access(source, os.R_OK):
+    path = source[len("kmsg:"):] if source.startswith("kmsg:") else source
+    if source not in ("kmsg", "journal") and not os.access(path, os.R_OK):
         return CheckResult("kernel log", FAIL, f"{source} is not readable")
     return CheckResult("kernel log", PASS, f"source: {source}")
 
 
+def check_dcgm_diag(level: int, config: Config, sample: NvmlSample) -> CheckResult:
+    """DCGM's active diagnostic at ``level``; its result is left in the diagnostics inbox, which the running agent
+    reports (a failed test becomes a `dcgm_diag_failed` finding)."""
+    gpus = {gpu["index"]: {"uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id")} for gpu in sample.gpus}
+
+    def sink(event: dict) -> None:
+        try:
+            append_inbox(inbox_path(config.state_dir), event)
+        except OSError as err:
+            sink.problem = f"; not reported: cannot write {inbox_path(config.state_dir)}: {err}"
+
+    sink.problem = ""
+    run = diagnose(level, dcgmi=config.dcgmi, gpus_by_index=gpus, sink=sink)
+    name = f"dcgm diag -r {level}"
+    if run.outcome == "unavailable":
+        return CheckResult(name, SKIP, run.message)
+    return CheckResult(name, PASS if run.outcome == "pass" else FAIL, run.message + sink.problem)
+
+
 def run_checks(
-    config: Config, *, nvml_module: Any = None, runner: CommandRunner = run_command
+    config: Config, *, nvml_module: Any = None, runner: CommandRunner = run_command, level: int | None = None
 ) -> list[CheckResult]:
     adapter = NvmlAdapter(nvml_module, expected_gpu_count=config.expected_gpus)
     try:
@@ -181,6 +202,8 @@ def run_checks(
         lambda: check_enrollment(config.state_dir),
         lambda: check_server(server, config.ca_file),
     ]
+    if level is not None:
+        checks.insert(4, lambda: check_dcgm_diag(level, config, sample))
     return [check() for check in checks]
 
 

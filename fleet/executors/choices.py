@@ -53,6 +53,7 @@ class AgentActionKind(models.TextChoices):
     GPU_RESET = "gpu_reset", "Reset a GPU"
     REBOOT = "reboot", "Reboot"
     RUN_HOOK = "run_hook", "Run a hook"
+    DCGM_DIAG = "dcgm_diag", "Run DCGM diagnostics"
 
 
 class AgentActionState(models.TextChoices):

@@ -17,6 +17,7 @@ class StepKind(models.TextChoices):
     RECORD_RECLAIM = "record_reclaim", "Record the reclaim"
     RMA = "rma", "RMA with the hardware vendor"
     VERIFY = "verify", "Verify"
+    RUN_DIAGNOSTICS = "run_diagnostics", "Run DCGM diagnostics (gate)"
     RETURN_TO_SERVICE = "return_to_service", "Return to service"
     TERMINATE = "terminate", "Terminate the instance"
     RETIRE = "retire", "Retire the node"

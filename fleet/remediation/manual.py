@@ -38,6 +38,10 @@ RUNBOOKS: dict[str, str] = {
     StepKind.VERIFY: "Run `fleet-agent verify` on {verify_host}; mark done if every check passes, failed if one "
                      "does not. The control plane then checks the stack against the baseline and that no critical "
                      "finding has been open for the quiet period.",
+    StepKind.RUN_DIAGNOSTICS: "Run DCGM's diagnostic at level {diag_level} on {verify_host} with nothing else on its "
+                              "GPUs: `fleet-agent verify --level {diag_level}` (it runs dcgmi diag -r {diag_level} "
+                              "-j and its agent reports the result). Mark done if every test passed, failed if one "
+                              "failed — a failed test also opens a dcgm_diag_failed finding naming it.",
     StepKind.RETURN_TO_SERVICE: "Return {hostname} to service in your scheduler (Slurm: scontrol update "
                                 "NodeName={hostname} State=RESUME; Kubernetes: kubectl uncordon {hostname}). Mark "
                                 "done when it takes work again.",
@@ -71,6 +75,7 @@ def runbook(ctx: StepContext) -> str:
     facts["until_text"] = UNTIL_TEXT.get(until, until).format_map(facts)
     facts["verify_host"] = facts["replacement_hostname"] if params.get("target") == "replacement" else \
         facts["hostname"]
+    facts["diag_level"] = params.get("level", 1)
     instance = [facts["instance_id"]] if facts["instance_id"] != "?" else []
     facts["instance_text"] = ", ".join([*instance, f"region {facts['region']}"]) if instance else \
         f"site {facts['site']}"

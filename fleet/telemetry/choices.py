@@ -10,6 +10,7 @@ class EventKind(models.TextChoices):
     REBALANCE = "rebalance", "Rebalance recommendation"
     MAINTENANCE = "maintenance", "Maintenance event"
     AGENT_ERROR = "agent_error", "Agent error"
+    DIAG = "diag", "DCGM diagnostic"
     # Recorded by the server, never accepted from an agent: a report named a GPU that belongs to another node.
     GPU_UUID_CONFLICT = "gpu_uuid_conflict", "GPU uuid claimed by another node"
 
@@ -22,7 +23,10 @@ SERVER_EVENT_KINDS = frozenset({EventKind.GPU_UUID_CONFLICT})
 # without waiting for the interval): every SXid counts here, whatever severity the agent claimed, because the
 # sxid rule judges fatality from the log text itself; rebalance and maintenance advisories do not, because no
 # rule reads them (docs/decisions.md).
-ACTIONABLE_EVENT_KINDS = frozenset({EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE})
+# A DCGM diagnostic's result (`diag`) counts too: the `dcgm_diag_failed` rule reads it, and the agent sends it with
+# the outcome of the action that ran it, at once.
+ACTIONABLE_EVENT_KINDS = frozenset({EventKind.XID, EventKind.SXID, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE,
+                                    EventKind.DIAG})
 
 
 class EventSeverity(models.TextChoices):

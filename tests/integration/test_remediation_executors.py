@@ -98,7 +98,8 @@ def test_owned_reboot_with_slurm_and_ssh(slurm, sshd, seeded_remediation, tmp_pa
     incident = drive(incident, UserFactory(role="operator", username="e2e-op"), on_step=world)
     assert incident.state == "resolved", incident.state_reason
     assert executors_by_kind(incident) == {"cordon": "slurm", "drain": "slurm", "collect_evidence": "ssh",
-                                           "reboot": "ssh", "verify": "manual", "return_to_service": "slurm"}
+                                           "reboot": "ssh", "run_diagnostics": "manual", "verify": "manual",
+                                           "return_to_service": "slurm"}
     assert seen["drain_waited_for"] == [job] and seen["reason"].startswith(f"fleet: {incident.key}")
     assert "DRAIN" not in slurm.state()  # returned to service in Slurm
     remote = EvidenceBundle.objects.get(incident=incident, source="ssh")
@@ -106,7 +107,7 @@ def test_owned_reboot_with_slurm_and_ssh(slurm, sshd, seeded_remediation, tmp_pa
     assert EvidenceBundle.objects.filter(incident=incident, source="control_plane").exists()
     assert [a.kind for a in SSHAction.objects.order_by("pk")] == ["diagnose", "reboot"]
     done = list(TimelineEntry.objects.filter(incident=incident, kind="step_done").values_list("step_kind", flat=True))
-    assert done == ["cordon", "drain", "collect_evidence", "reboot", "verify", "return_to_service"]
+    assert done == ["cordon", "drain", "collect_evidence", "reboot", "run_diagnostics", "verify", "return_to_service"]
 
 
 def test_cloud_replace_with_aws(fleet_on_aws, seeded_remediation):
@@ -146,8 +147,8 @@ def test_cloud_replace_with_aws(fleet_on_aws, seeded_remediation):
 
 
 def test_agent_channel_with_a_real_agent(agent_node, seeded_remediation):
-    """The real agent allows evidence, reboot and its hooks, not verify: verify is refused and waits for an
-    operator, everything else runs on the node through the reports channel."""
+    """The real agent allows evidence, reboot and its hooks, not verify nor DCGM diagnostics: those are refused and
+    wait for an operator, everything else runs on the node through the reports channel."""
     from fleet.remediation.models import PoolRemediationSettings
     from tests.factories import GPUFactory
     from tests.health.factories import bus_id
@@ -178,12 +179,12 @@ def test_agent_channel_with_a_real_agent(agent_node, seeded_remediation):
     assert agent.poll() is None, "the agent kept running"
     assert incident.state == "resolved", incident.state_reason
     assert executors_by_kind(incident) == {kind: "agent" for kind in (
-        "cordon", "drain", "collect_evidence", "reboot", "verify", "return_to_service")}
+        "cordon", "drain", "collect_evidence", "reboot", "run_diagnostics", "verify", "return_to_service")}
     assert "not allowed" in seen["verify"]
     actions = {a.kind if a.kind != "run_hook" else a.params["name"]: a.state
                for a in AgentAction.objects.filter(node=node)}
     assert actions == {"cordon": "done", "drain": "done", "collect_evidence": "done", "reboot": "done",
-                       "verify": "refused", "return_to_service": "done"}
+                       "dcgm_diag": "refused", "verify": "refused", "return_to_service": "done"}
     assert (node.tmp / "hooks.log").read_text().split() == ["cordon", "drain", "return_to_service"]
     agent_bundle = EvidenceBundle.objects.get(incident=incident, source="agent")
     assert "nvidia_smi_xml" in agent_bundle.bundle["sections"]

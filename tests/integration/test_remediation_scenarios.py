@@ -31,13 +31,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 CASES = [
     # delivery form, simulator provider, provider kind, workflow, responsible party, plan
     ("cloud_dedicated", "aws", "cloud", "cloud-replace", "provider",
-     ["cordon", "drain", "collect_evidence", "open_ticket", "request_replacement", "verify", "retire"]),
+     ["cordon", "drain", "collect_evidence", "open_ticket", "request_replacement", "run_diagnostics", "verify",
+      "retire"]),
     ("cloud_shared", "aws", "cloud", "cloud-replace", "provider",
-     ["cordon", "drain", "collect_evidence", "open_ticket", "request_replacement", "verify", "retire"]),
+     ["cordon", "drain", "collect_evidence", "open_ticket", "request_replacement", "run_diagnostics", "verify",
+      "retire"]),
     ("bare_metal_hosted", "idc", "idc", "hosted-hardware-ticket", "provider",
-     ["cordon", "drain", "collect_evidence", "open_ticket", "await_external", "verify", "return_to_service"]),
+     ["cordon", "drain", "collect_evidence", "open_ticket", "await_external", "run_diagnostics", "verify",
+      "return_to_service"]),
     ("bare_metal_owned", "own", "own", "owned-reboot", "hardware_vendor",
-     ["cordon", "drain", "collect_evidence", "reboot", "verify", "return_to_service"]),
+     ["cordon", "drain", "collect_evidence", "reboot", "run_diagnostics", "verify", "return_to_service"]),
 ]
 
 

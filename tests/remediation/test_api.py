@@ -63,8 +63,8 @@ def test_incident_detail_shows_the_boundary_row_policy_plan_and_findings(viewer_
     assert detail["boundary"] == {"delivery_form": "bare_metal_owned", "layer": "hardware",
                                   "responsible_party": "hardware_vendor", "responsibility_source": "default"}
     assert detail["policy"]["priority"] == 70 and detail["policy"]["version"] == 1
-    assert [step["kind"] for step in detail["plan"]] == ["cordon", "drain", "collect_evidence", "reboot", "verify",
-                                                         "return_to_service"]
+    assert [step["kind"] for step in detail["plan"]] == ["cordon", "drain", "collect_evidence", "reboot",
+                                                         "run_diagnostics", "verify", "return_to_service"]
     assert detail["plan"][0]["current"] and detail["plan"][0]["status"] == "pending"
     assert detail["findings"][0]["rule"] == "xid" and detail["findings"][0]["trigger"]
     assert detail["workflow"] == "owned-reboot" and detail["cause"] == "xid:79"
@@ -112,14 +112,14 @@ def test_approval_is_refused_for_a_step_that_does_not_wait_for_it(operator_api, 
 
 def test_approving_a_destructive_step_as_operator_and_admin(operator_api, admin_api, viewer_api, fleet):
     incident = fleet["cloud"]
-    incident.current_step = 6  # retire
+    incident.current_step = 7  # retire
     incident.save()
     with transaction.atomic():
         incident_advance(incident_lock(incident.pk), now=timezone.now())
-    run = StepRun.objects.get(incident=incident, step_index=6)
+    run = StepRun.objects.get(incident=incident, step_index=7)
     assert run.status == "awaiting_approval"
-    _error(viewer_api.post(f"/api/v1/incidents/{incident.pk}/approve/", {"step_index": 6}), 403)
-    response = admin_api.post(f"/api/v1/incidents/{incident.pk}/approve/", {"step_index": 6, "note": "ok"})
+    _error(viewer_api.post(f"/api/v1/incidents/{incident.pk}/approve/", {"step_index": 7}), 403)
+    response = admin_api.post(f"/api/v1/incidents/{incident.pk}/approve/", {"step_index": 7, "note": "ok"})
     assert response.status_code == 200, response.content
     run.refresh_from_db()
     assert run.approved_by == "admin-user"
@@ -179,7 +179,7 @@ def test_workflows_are_validated_and_a_running_one_cannot_change(operator_api, f
                    "workflow_in_use")
     assert fleet["owned"].key in error["message"] and "steps" in error["fields"]
     running.refresh_from_db()
-    assert running.version == 1 and len(running.steps) == 6
+    assert running.version == 1 and len(running.steps) == 7
     # A field that does not change the steps is fine.
     assert operator_api.patch(f"{url}owned-reboot/", {"description": "ours"}, format="json").status_code == 200
     assert AuditEntry.objects.filter(object_type="remediation.workflow").count() == 2

@@ -49,9 +49,9 @@ def test_owned_metal_reboots_verifies_and_returns(operator):
     incident.refresh_from_db()
     assert incident.state == IncidentState.RESOLVED, incident.state_reason
     kinds = [run.kind for run in StepRun.objects.filter(incident=incident, status="done")]
-    assert kinds == ["cordon", "drain", "collect_evidence", "reboot", "verify", "return_to_service"]
+    assert kinds == ["cordon", "drain", "collect_evidence", "reboot", "run_diagnostics", "verify", "return_to_service"]
     done = [k for k, step in _kinds(incident) if k == TimelineKind.STEP_DONE]
-    assert len(done) == 6
+    assert len(done) == 7
     assert incident.evidence.count() == 1
     verify = StepRun.objects.get(incident=incident, kind="verify")
     assert {g["name"] for g in verify.output["gates"]} == {"reporting", "baseline", "quiet"}
@@ -106,7 +106,8 @@ def test_hosted_metal_waits_for_the_provider(operator):
     assert incident.state == IncidentState.RESOLVED
     assert waited == ["provider"]
     assert [r.kind for r in StepRun.objects.filter(incident=incident, status="done")] == [
-        "cordon", "drain", "collect_evidence", "open_ticket", "await_external", "verify", "return_to_service"]
+        "cordon", "drain", "collect_evidence", "open_ticket", "await_external", "run_diagnostics", "verify",
+        "return_to_service"]
 
 
 def test_verify_holds_until_the_gates_pass(operator):

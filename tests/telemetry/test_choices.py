@@ -15,5 +15,5 @@ def test_event_kinds_severities_and_nvml_statuses_are_the_protocols():
 def test_actionable_events_differ_from_the_agents_urgent_ones_only_as_documented():
     assert set(EventKind.values) >= ACTIONABLE_EVENT_KINDS
     # Every SXid (the agent sends only fatal ones at once); no advisory notice (no health rule reads one).
-    assert {EventKind.SXID} == ACTIONABLE_EVENT_KINDS - protocol.URGENT_EVENT_KINDS
+    assert {EventKind.SXID, EventKind.DIAG} == ACTIONABLE_EVENT_KINDS - protocol.URGENT_EVENT_KINDS
     assert protocol.URGENT_EVENT_KINDS - ACTIONABLE_EVENT_KINDS == protocol.ADVISORY_NOTICE_KINDS

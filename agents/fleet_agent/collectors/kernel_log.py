@@ -15,7 +15,10 @@ import json
 import logging
 import os
 import re
+import select
+import stat as stat_module
 import subprocess
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +32,10 @@ log = logging.getLogger(__name__)
 MAX_EVENTS_PER_COLLECT = 1000
 MAX_PENDING_EVENTS = 10 * MAX_EVENTS_PER_COLLECT
 MAX_READ_BYTES = 8 * 1024 * 1024
+# /dev/kmsg hands out one record per read() and answers EINVAL when the buffer is smaller than the record; records
+# are at most 8 KiB (CONSOLE_EXT_LOG_MAX) today, but the buffer grows on EINVAL rather than trusting that.
+KMSG_READ_SIZE = 16384
+KMSG_MAX_READ_SIZE = 1024 * 1024
 STATE_VERSION = 1
 
 # --- line prefixes -------------------------------------------------------------------------------
@@ -258,7 +265,11 @@ class KernelLogCollector:
         self._save_warned = False
         self._kmsg_fd: int | None = None
         self._kmsg_buffer = b""
+        self._kmsg_read_size = KMSG_READ_SIZE
+        self._kmsg_poll: select.poll | None = None
+        self._kmsg_gap = False  # an EPIPE (ring buffer overrun) since the last record read
         self._boot_time: float | None = None
+        self.lost_records = 0  # records the ring buffer overwrote before this reader got them (since start)
 
     # --- public ---------------------------------------------------------------------------------
     def set_pci_map(self, mapping: dict[str, str]) -> None:
@@ -294,6 +305,41 @@ class KernelLogCollector:
 
     def close(self) -> None:
         self._close_kmsg()
+
+    def wait(self, timeout_s: float) -> bool | None:
+        """Block until the kernel log has something new, at most ``timeout_s``: True when it has, False when the
+        time ran out. None when this source cannot be waited on (a journal, a plain file, or /dev/kmsg that
+        cannot be opened): the caller polls it on a timer instead.
+
+        Only /dev/kmsg (a character device) and a FIFO yielding kmsg records (tests and benchmarks stand in for
+        /dev/kmsg with one) can be waited on: poll() on a regular file always says "readable"."""
+        if self.source != "kmsg":
+            return None
+        if self._kmsg_poll is None:
+            try:
+                self._open_kmsg()
+                mode = os.fstat(self._kmsg_fd).st_mode
+            except OSError as exc:
+                log.debug("cannot wait on %s: %s", self.kmsg_path, exc)
+                self._close_kmsg()
+                return None
+            if not (stat_module.S_ISCHR(mode) or stat_module.S_ISFIFO(mode)):
+                return None
+            poller = select.poll()
+            poller.register(self._kmsg_fd, select.POLLIN | select.POLLPRI)
+            self._kmsg_poll = poller
+        if self._kmsg_buffer.find(b"\n") >= 0:
+            return True  # a record is already buffered
+        try:
+            ready = self._kmsg_poll.poll(max(0.0, timeout_s) * 1000)
+        except OSError:
+            return False
+        for _fd, mask in ready:
+            if mask & (select.POLLIN | select.POLLPRI):
+                return True  # POLLERR|POLLPRI with POLLIN = an overrun: the read answers EPIPE, handled there
+        if ready:  # POLLHUP/POLLERR alone: a FIFO whose writer went away; do not spin
+            time.sleep(max(0.0, timeout_s))
+        return False
 
     # --- state ----------------------------------------------------------------------------------
     def _load_state(self) -> dict:
@@ -377,14 +423,20 @@ class KernelLogCollector:
         return events
 
     # --- /dev/kmsg ------------------------------------------------------------------------------
+    def _open_kmsg(self) -> None:
+        """Open once: a new boot starts from its first record, the same boot resumes after the saved sequence
+        number (records up to it are skipped as they are read back)."""
+        if self._kmsg_fd is not None:
+            return
+        boot_id = self._boot_id()
+        if boot_id != self._state.get("boot_id"):
+            self._state.update(boot_id=boot_id, last_seq=-1)
+        self._boot_time = self._read_boot_time()
+        self._kmsg_fd = os.open(self.kmsg_path, os.O_RDONLY | os.O_NONBLOCK)
+        self._kmsg_buffer = b""
+
     def _read_kmsg(self) -> list[dict]:
-        if self._kmsg_fd is None:
-            boot_id = self._boot_id()
-            if boot_id != self._state.get("boot_id"):
-                self._state.update(boot_id=boot_id, last_seq=-1)
-            self._boot_time = self._read_boot_time()
-            self._kmsg_fd = os.open(self.kmsg_path, os.O_RDONLY | os.O_NONBLOCK)
-            self._kmsg_buffer = b""
+        self._open_kmsg()
         last_seq = int(self._state.get("last_seq", -1))
         events: list[dict] = []
         read = 0
@@ -394,12 +446,15 @@ class KernelLogCollector:
                 if read >= MAX_READ_BYTES:
                     break
                 try:
-                    chunk = os.read(self._kmsg_fd, 16384)
+                    chunk = os.read(self._kmsg_fd, self._kmsg_read_size)
                 except BlockingIOError:
                     break  # no more records for now
                 except OSError as exc:
                     if exc.errno == errno.EPIPE:  # the ring buffer overwrote records we had not read
-                        log.warning("kernel ring buffer overran; some kernel messages were lost")
+                        self._kmsg_gap = True
+                        continue
+                    if exc.errno == errno.EINVAL and self._kmsg_read_size < KMSG_MAX_READ_SIZE:
+                        self._kmsg_read_size *= 2  # a record longer than the buffer
                         continue
                     raise
                 if not chunk:
@@ -418,6 +473,11 @@ class KernelLogCollector:
                 continue
             if kmsg is None or kmsg["seq"] <= last_seq:
                 continue
+            if self._kmsg_gap or (last_seq >= 0 and kmsg["seq"] > last_seq + 1):
+                # EPIPE, or (after a restart) the records since the saved position are no longer in the ring
+                events.append(self._gap_event(last_seq, kmsg["seq"], kmsg["seq"] - last_seq - 1 if last_seq >= 0
+                                              else 0))
+                self._kmsg_gap = False
             last_seq = kmsg["seq"]
             if event:
                 if event["at"] is None and self._boot_time is not None:
@@ -427,7 +487,18 @@ class KernelLogCollector:
         self._state["last_seq"] = last_seq
         return events
 
+    def _gap_event(self, last_seq: int, seq: int, lost: int) -> dict:
+        """The ring buffer overwrote records before this reader got them: say so (an Xid may be among them)."""
+        self.lost_records += max(lost, 0)
+        what = f"{lost} record(s) (sequence {last_seq + 1} to {seq - 1})" if lost > 0 else "some records"
+        log.warning("kernel ring buffer overran: %s lost before the agent read them", what)
+        return {"kind": "agent_error", "at": rfc3339(self._clock()), "gpu_uuid": None, "pci_bus_id": None,
+                "code": None, "severity": "warning",
+                "message": f"kernel log: the ring buffer overran and {what} were lost before the agent read them",
+                "raw": f"kmsg EPIPE before sequence {seq}"}
+
     def _close_kmsg(self) -> None:
+        self._kmsg_poll = None
         if self._kmsg_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._kmsg_fd)

@@ -22,7 +22,7 @@ from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
 from fleet.telemetry.models import NodeStatus
 from fleet.telemetry.validation import parse_time
-from fleet_agent.protocol import HOOK_NAME_PATTERN, MAX_GPU_INDEX, action_signature
+from fleet_agent.protocol import DIAG_LEVELS, HOOK_NAME_PATTERN, MAX_GPU_INDEX, action_signature
 from fleet_agent.timeutil import rfc3339
 
 from ..choices import AGENT_ACTION_OPEN, AgentActionKind, AgentActionState
@@ -61,6 +61,11 @@ def validate_action_params(kind: str, params: dict | None) -> dict:
         if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= 3600:
             raise ValidationError({"params.timeout_s": ["A hook's timeout is 1 to 3600 seconds."]})
         cleaned = {"name": name, "timeout_s": timeout}
+    elif kind == AgentActionKind.DCGM_DIAG:
+        level = params.pop("level", None)
+        if isinstance(level, bool) or level not in DIAG_LEVELS:
+            raise ValidationError({"params.level": [f"A DCGM diagnostic level: {', '.join(map(str, DIAG_LEVELS))}."]})
+        cleaned = {"level": level}
     else:
         cleaned = {}
     if params:

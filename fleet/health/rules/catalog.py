@@ -1,7 +1,7 @@
 """Every rule definition in triage order, and the sync of definitions into `Rule` rows."""
 
 from ..choices import STEP_ORDER
-from . import capacity, fabric, host, platform_hardware, software_chain, visibility, xid
+from . import capacity, diagnostics, fabric, host, platform_hardware, software_chain, visibility, xid
 from .base import RuleDefinition
 
 _DEFINED: list[RuleDefinition] = [
@@ -14,6 +14,7 @@ _DEFINED: list[RuleDefinition] = [
     *platform_hardware.RULES,
     *xid.RULES,
     *fabric.PLATFORM_HARDWARE_RULES,
+    *diagnostics.RULES,
 ]
 # Triage order; a module may hold rules of several steps (host.py), their order within a step is kept.
 RULES: list[RuleDefinition] = sorted(_DEFINED, key=lambda rule: STEP_ORDER.index(rule.step))

@@ -65,6 +65,7 @@ class FactWindows:
 
     events_s: int
     history_s: int
+    diag_s: int = 0  # DCGM diagnostic runs: a failed test stands until a later run at its level passes it
 
 
 def _scoped(queryset, node_ids: list[int] | None, field: str = "node_id"):
@@ -245,8 +246,11 @@ def _attach_baselines(facts: dict[int, NodeFacts]) -> None:
 
 def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now: datetime,
                    windows: FactWindows) -> None:
+    recent = Q(kind__in=ACTIONABLE_EVENT_KINDS - {EventKind.DIAG}, at__gte=now - timedelta(seconds=windows.events_s))
+    if windows.diag_s:
+        recent |= Q(kind=EventKind.DIAG, at__gte=now - timedelta(seconds=windows.diag_s))
     events = (_scoped(Event.objects.order_by("at", "id"), node_ids)
-              .filter(kind__in=ACTIONABLE_EVENT_KINDS, at__gte=now - timedelta(seconds=windows.events_s))
+              .filter(recent)
               .values_list("id", "node_id", "kind", "code", "severity", "at", "gpu_id", "pci_bus_id", "message",
                            "raw", "detail"))
     needs_identity: set[int] = set()
@@ -256,7 +260,9 @@ def _attach_events(facts: dict[int, NodeFacts], node_ids: list[int] | None, now:
         if node is None:
             continue
         node.events.append(EventFact(event_id, kind, code, severity, at, gpu_id, bus_id, message, raw, detail or {}))
-        if gpu_id is not None and gpu_id not in node.gpus:
+        if kind == EventKind.DIAG:
+            needs_bus_map.add(node_id)  # a run names its failing GPUs by index inside the event
+        elif gpu_id is not None and gpu_id not in node.gpus:
             needs_identity.add(gpu_id)
         elif gpu_id is None and bus_id:
             needs_bus_map.add(node_id)

@@ -26,6 +26,7 @@ EVENT_WINDOW_PARAMS = {"xid": "window_s", "gpu_lost": "window_s", "sxid_fatal": 
                        "preemption_notice": "window_s", "silent_spot_node": "notice_lookback_s"}
 HISTORY_WINDOW_PARAMS = {"xid_escalation": ("recurrence_window_s", "fatal_window_s"),
                          "requested_disruption": ("window_s",)}  # reads the change log of that window
+DIAG_WINDOW_PARAMS = {"dcgm_diag_failed": "window_s"}
 _POLICY_FIELDS = ["code", "meaning", "severity", "action", "layer", "escalation", "changed_in_version"]
 
 
@@ -109,6 +110,7 @@ class CycleConfig:
                        or [0])
         history_s = max([c.params[p] for s, c in enabled if s in HISTORY_WINDOW_PARAMS
                          for p in HISTORY_WINDOW_PARAMS[s]] or [0])
+        diag_s = max([c.params[DIAG_WINDOW_PARAMS[s]] for s, c in enabled if s in DIAG_WINDOW_PARAMS] or [0])
         gpu_filter, annotations = None, {}
         for slug, config in enabled:
             definition = RULES_BY_SLUG[slug]
@@ -117,7 +119,8 @@ class CycleConfig:
             q = definition.gpu_candidates(config.params)
             gpu_filter = q if gpu_filter is None else gpu_filter | q
             annotations.update(definition.gpu_annotations)
-        return FactWindows(events_s=events_s, history_s=max(history_s, events_s)), gpu_filter, annotations
+        return (FactWindows(events_s=events_s, history_s=max(history_s, events_s), diag_s=diag_s), gpu_filter,
+                annotations)
 
     def gpu_summary_needed(self) -> Callable[[NodeFacts], bool]:
         """The GPU aggregate feeds the input-bound check (CPU-saturated nodes only) and the GPU count when the

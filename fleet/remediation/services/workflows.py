@@ -21,6 +21,10 @@ PARAMS: dict[str, dict[str, tuple[type, list | None]]] = {
     StepKind.OPEN_TICKET: {"party": (str, PARTIES), "ask": (str, None)},
     StepKind.AWAIT_EXTERNAL: {"waiting_on": (str, WAITING_PARTIES), "until": (str, UNTIL)},
     StepKind.VERIFY: {"target": (str, ["node", "replacement"])},
+    # level 1 (quick), 2 (after a failed job), 3 (long, before closing an RMA); require_dcgm: a node without DCGM
+    # fails the gate instead of passing it with "not installed".
+    StepKind.RUN_DIAGNOSTICS: {"level": (int, [1, 2, 3]), "target": (str, ["node", "replacement"]),
+                               "require_dcgm": (bool, None)},
     StepKind.REQUEST_REPLACEMENT: {"same_pool": (bool, None)},
     StepKind.ROLLBACK_STACK: {"to": (str, ["baseline"])},
     StepKind.CHECKPOINT: {"before_notice_deadline": (bool, None)},

@@ -13,7 +13,7 @@
 #   --no-systemd       write the unit file but do not call systemctl
 #   --python PATH      Python 3.9+ interpreter to build the virtualenv with (default python3)
 #   --allow-actions L  actions this node runs when the server asks, comma-separated (collect_evidence, verify,
-#                      gpu_reset, reboot, run_hook or run_hook:NAME); "none" allows none. Writes the [actions]
+#                      dcgm_diag, gpu_reset, reboot, run_hook or run_hook:NAME); "none" allows none. Writes the [actions]
 #                      block of agent.toml and, for reboot and gpu_reset only, the narrow sudoers rule they need
 #                      (/etc/sudoers.d/fleet-agent) and a systemd drop-in that lets sudo work. Without the option
 #                      a re-run leaves all of that as it is; see docs/executors.md.
@@ -99,10 +99,10 @@ if [ "$ALLOW_SET" = 1 ]; then
   for kind in $(echo "$ALLOW_ACTIONS" | tr ',' ' '); do
     case "$kind" in
       none) continue ;;
-      collect_evidence|verify|run_hook) ;;
+      collect_evidence|verify|dcgm_diag|run_hook) ;;
       run_hook:*) echo "${kind#run_hook:}" | grep -Eq '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' || die "bad hook name in $kind" ;;
       reboot|gpu_reset) PRIVILEGED="$PRIVILEGED $kind" ;;
-      *) die "unknown action kind '$kind' (collect_evidence, verify, gpu_reset, reboot, run_hook, run_hook:NAME)" ;;
+      *) die "unknown action kind '$kind' (collect_evidence, verify, dcgm_diag, gpu_reset, reboot, run_hook, run_hook:NAME)" ;;
     esac
     ALLOW_TOML="$ALLOW_TOML${ALLOW_TOML:+, }\"$kind\""
   done

@@ -2743,9 +2743,10 @@ export interface components {
          *     * `gpu_reset` - Reset a GPU
          *     * `reboot` - Reboot
          *     * `run_hook` - Run a hook
+         *     * `dcgm_diag` - Run DCGM diagnostics
          * @enum {string}
          */
-        AgentActionKindEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook";
+        AgentActionKindEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook" | "dcgm_diag";
         /**
          * @description * `pending` - Waiting for the node's next report
          *     * `delivered` - Handed to the node
@@ -2764,9 +2765,10 @@ export interface components {
          *     * `gpu_reset` - gpu_reset
          *     * `reboot` - reboot
          *     * `run_hook` - run_hook
+         *     * `dcgm_diag` - dcgm_diag
          * @enum {string}
          */
-        AllowActionsEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook";
+        AllowActionsEnum: "collect_evidence" | "verify" | "gpu_reset" | "reboot" | "run_hook" | "dcgm_diag";
         /**
          * @description * `node` - Node
          *     * `gpu` - GPU
@@ -6274,8 +6276,9 @@ export interface operations {
                  *     * `gpu_reset` - Reset a GPU
                  *     * `reboot` - Reboot
                  *     * `run_hook` - Run a hook
+                 *     * `dcgm_diag` - Run DCGM diagnostics
                  */
-                kind?: "collect_evidence" | "gpu_reset" | "reboot" | "run_hook" | "verify";
+                kind?: "collect_evidence" | "dcgm_diag" | "gpu_reset" | "reboot" | "run_hook" | "verify";
                 node?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;
@@ -7941,9 +7944,10 @@ export interface operations {
                  *     * `rebalance` - Rebalance recommendation
                  *     * `maintenance` - Maintenance event
                  *     * `agent_error` - Agent error
+                 *     * `diag` - DCGM diagnostic
                  *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
                  */
-                kind?: ("aer" | "agent_error" | "gpu_lost" | "gpu_uuid_conflict" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
+                kind?: ("aer" | "agent_error" | "diag" | "gpu_lost" | "gpu_uuid_conflict" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
                 node?: number;
                 /** @description Which field to use when ordering the results. */
                 ordering?: string;

@@ -18,7 +18,7 @@ export const BOOTSTRAP_TONE: Record<BootstrapState, Tone> = {
 };
 export const FINISHED: ReadonlySet<BootstrapState> = new Set(["done", "up_to_date", "failed"]);
 /** What a bootstrap may let the agent run on request (install.sh --allow-actions). */
-export const ALLOWABLE_ACTIONS = ["collect_evidence", "verify", "gpu_reset", "reboot", "run_hook"] as const;
+export const ALLOWABLE_ACTIONS = ["collect_evidence", "verify", "dcgm_diag", "gpu_reset", "reboot", "run_hook"] as const;
 
 /** How far a run is: hosts finished of all, and whether any is still in flight. */
 export function bootstrapProgress(run: Pick<BootstrapRun, "hosts">): { finished: number; total: number; failed: number; running: boolean } {

@@ -153,7 +153,7 @@ const en = {
   eventKind: {
     rebalance: "Rebalance recommendation", maintenance: "Maintenance event",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU lost", preemption_notice: "Preemption notice",
-    agent_error: "Agent error", gpu_uuid_conflict: "GPU claimed by another node",
+    agent_error: "Agent error", gpu_uuid_conflict: "GPU claimed by another node", diag: "DCGM diagnostic",
   },
   billing: {
     title: "Billing and preemptions", preemptions: "Preemptions", noPreemptions: "No preemptions recorded.",
@@ -204,6 +204,7 @@ const en = {
     reboot: "Reboot", rollback_stack: "Roll back the stack", open_ticket: "Open a ticket", await_external: "Wait for outside party",
     request_replacement: "Request a replacement", record_reclaim: "Record the reclaim", rma: "RMA", verify: "Verify",
     return_to_service: "Return to service", terminate: "Terminate", retire: "Retire",
+    run_diagnostics: "Run DCGM diagnostics",
   },
   runStatus: {
     pending: "pending", awaiting_approval: "needs approval", running: "running", waiting: "waiting", done: "done",
@@ -313,7 +314,7 @@ const en = {
     confirmYes: "They match: trust this key", scan: "Read host key", scanAria: "Read the host key of {{host}} again",
     bootstrap: "Install the agent", intoPool: "Enrol into pool", choosePool: "choose a pool",
     allowActions: "Actions the agent may run when asked", allowHint: "Nothing is allowed unless ticked; reboot and GPU reset get a narrow sudoers rule.",
-    action: { collect_evidence: "collect evidence", verify: "verify", gpu_reset: "GPU reset", reboot: "reboot", run_hook: "hooks" },
+    action: { collect_evidence: "collect evidence", verify: "verify", dcgm_diag: "DCGM diagnostics", gpu_reset: "GPU reset", reboot: "reboot", run_hook: "hooks" },
     offline: "Offline (wheels from this server)", start_one: "Install on {{count}} host", start_other: "Install on {{count}} hosts",
     runs: "Bootstrap runs", noRuns: "No bootstrap yet.", run: "Bootstrap #{{id}}", runTitle: "Bootstrap #{{id}} into {{pool}}",
     running: "running", finished: "finished", progress: "Progress", progressText: "{{finished}} of {{total}} hosts finished, {{failed}} failed",

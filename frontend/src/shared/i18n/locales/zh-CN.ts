@@ -152,7 +152,7 @@ const zhCN = {
   eventKind: {
     rebalance: "再平衡建议", maintenance: "维护事件",
     xid: "Xid", sxid: "SXid", aer: "PCIe AER", gpu_lost: "GPU 丢失", preemption_notice: "抢占通知",
-    agent_error: "Agent 错误", gpu_uuid_conflict: "GPU 已属于其他节点",
+    agent_error: "Agent 错误", gpu_uuid_conflict: "GPU 已属于其他节点", diag: "DCGM 诊断",
   },
   billing: {
     title: "计费与抢占", preemptions: "抢占记录", noPreemptions: "暂无抢占记录。",
@@ -203,6 +203,7 @@ const zhCN = {
     reboot: "重启", rollback_stack: "回滚软件栈", open_ticket: "提交工单", await_external: "等待外部方",
     request_replacement: "申请替换", record_reclaim: "记录回收", rma: "返修（RMA）", verify: "验证",
     return_to_service: "恢复服务", terminate: "终止实例", retire: "下线",
+    run_diagnostics: "运行 DCGM 诊断",
   },
   runStatus: {
     pending: "待执行", awaiting_approval: "待审批", running: "执行中", waiting: "等待中", done: "完成",
@@ -312,7 +313,7 @@ const zhCN = {
     confirmYes: "一致：信任此密钥", scan: "读取主机密钥", scanAria: "重新读取 {{host}} 的主机密钥",
     bootstrap: "安装代理", intoPool: "接入资源池", choosePool: "选择资源池",
     allowActions: "代理可按请求执行的操作", allowHint: "未勾选的一律不允许；重启和 GPU 重置会写入一条最小范围的 sudoers 规则。",
-    action: { collect_evidence: "收集证据", verify: "自检", gpu_reset: "GPU 重置", reboot: "重启", run_hook: "钩子" },
+    action: { collect_evidence: "收集证据", verify: "自检", dcgm_diag: "DCGM 诊断", gpu_reset: "GPU 重置", reboot: "重启", run_hook: "钩子" },
     offline: "离线安装（从本服务器下载 wheel）", start_other: "在 {{count}} 台主机上安装",
     runs: "安装批次", noRuns: "还没有安装批次。", run: "安装批次 #{{id}}", runTitle: "安装批次 #{{id}}，接入 {{pool}}",
     running: "进行中", finished: "已结束", progress: "进度", progressText: "已完成 {{finished}} / {{total}} 台，失败 {{failed}} 台",
