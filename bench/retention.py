@@ -203,7 +203,8 @@ def main() -> None:
         time.sleep(1.0)
 
         drop_start = time.perf_counter()
-        dropped = partitions.drop_before(drop_day + timedelta(days=1))
+        timings: dict = {}
+        dropped = partitions.drop_before(drop_day + timedelta(days=1), timings=timings)
         drop_end = time.perf_counter()
         time.sleep(1.0)
     finally:
@@ -217,7 +218,8 @@ def main() -> None:
     print(f"  during DELETE  {_latency(samples, delete_start, delete_end)}")
     print(f"  during drop    {_latency(samples, drop_start, drop_end)}")
     print(f"\nDELETE of one day ({args.minutes} min filled): {delete_s:.3f} s")
-    print(f"drop of one day ({sum(dropped.values())} partitions, DETACH CONCURRENTLY + DROP): {drop_s:.3f} s")
+    print(f"drop of one day ({sum(dropped.values())} partitions, DETACH CONCURRENTLY + DROP): {drop_s:.3f} s "
+          f"(detach {timings.get('detach_s', 0):.3f} s, drop {timings.get('drop_s', 0):.3f} s)")
     print(f"drop / DELETE: {drop_s / delete_s:.4f} (DELETE {delete_s / drop_s:,.1f}× the drop's time)")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
