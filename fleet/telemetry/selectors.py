@@ -56,7 +56,7 @@ def _series(*, raw_model, rollup_model, key: dict, metrics: list[str], allowed: 
     rows = list(model.objects.filter(**key, **{f"{time_field}__gte": since, f"{time_field}__lt": end})
                 .order_by(time_field).values_list(time_field, *metrics))
     return [{"metric": metric, "step": step, "source": "raw" if use_raw else "5m",
-             "points": _bucketed(((row[0], row[i + 1]) for row in rows), start, step)}
+             "points": _bucketed(((row[0], row[i + 1]) for row in rows), since, step)}
             for i, metric in enumerate(metrics)]
 
 
