@@ -70,7 +70,8 @@ def history_writes(node_rows: list[dict], gpu_rows: list[dict], *, now: datetime
     nodes = _fold([r for r in node_rows if r["at"] >= cutoff], "node_id", NODE_GAUGES, (), ())
     gpus = _fold([r for r in gpu_rows if r["at"] >= cutoff], "gpu_id", GPU_GAUGES, _GPU_MAXED, _GPU_ORED)
     if partitions.supported():
-        partitions.ensure_days({row["at"].astimezone(UTC).date() for row in (*nodes, *gpus)})
+        # Every report has a node row, and its GPU rows share its time.
+        partitions.ensure_days({at.astimezone(UTC).date() for at in {row["at"] for row in nodes}})
     writes = []
     if nodes:
         writes.append(rowsets.insert_rows(NodeSample, nodes, conflict=("node_id", "at"),
@@ -85,10 +86,24 @@ def history_writes(node_rows: list[dict], gpu_rows: list[dict], *, now: datetime
 def _fold(rows: list[dict], key: str, gauges, maxed, ored) -> list[dict]:
     """One row per (owner, bucket): the reports' count, and each gauge's mean, min and max over its readings."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
+    buckets: dict[datetime, datetime] = {}  # a report's node and GPU rows share one time
     for row in rows:
-        groups[(row[key], history_bucket(row["at"]))].append(row)
+        at = row["at"]
+        bucket = buckets.get(at)
+        if bucket is None:
+            bucket = buckets[at] = history_bucket(at)
+        groups[(row[key], bucket)].append(row)
     folded = []
     for (owner, at), members in groups.items():
+        if len(members) == 1:  # the usual case: one report per bucket in a batch
+            member = members[0]
+            out = {key: owner, "at": at, "samples": 1}
+            for gauge in gauges:
+                out[gauge] = out[f"{gauge}_min"] = out[f"{gauge}_max"] = member.get(gauge)
+            for column in (*maxed, *ored):
+                out[column] = member.get(column)
+            folded.append(out)
+            continue
         out = {key: owner, "at": at, "samples": len(members)}
         for gauge in gauges:
             values = [m[gauge] for m in members if m.get(gauge) is not None]
