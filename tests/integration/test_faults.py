@@ -98,7 +98,9 @@ def test_no_report_lost_or_doubled_through_worker_kills_and_a_redis_restart(tmp_
            "CELERY_BROKER_URL": redis.url, "CELERY_RESULT_BACKEND": redis.url, "AGENT_RATE_LIMIT": "100000/min",
            "LOG_LEVEL": "WARNING",
            # Overload shedding has its own test; here a 503 on a busy test machine would blur what is measured.
-           "WEB_QUEUE_MAX_MS": "0"}
+           "WEB_QUEUE_MAX_MS": "0",
+           # The simulated agents report from up to 42 h ago; keep raw history for all of it (the count below).
+           "TELEMETRY_RAW_RETENTION_HOURS": "72"}
     operator = UserFactory(role="operator")
     _, token = enrollment_token_create(actor=operator, name="faults", provider=ProviderFactory(kind="own", cloud=""),
                                        delivery_form="bare_metal_owned", billing_mode="reserved")
