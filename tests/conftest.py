@@ -47,6 +47,17 @@ def token_for(db):
     return make
 
 
+@pytest.fixture
+def history_days(db):
+    """For tests that write history rows with the ORM: make sure their days have partitions (PostgreSQL)."""
+    from fleet.telemetry.services import partitions
+
+    def make(*moments):
+        partitions.ensure_range(min(moments), max(moments))
+
+    return make
+
+
 @pytest.fixture(autouse=True)
 def _clear_cache():
     from django.core.cache import cache
@@ -57,6 +68,10 @@ def _clear_cache():
     # A dependency that failed in one test (a Redis the test stopped) must not be skipped in the next.
     ratelimit.store_health.reset()
     failopen.broker.reset()
+    # History partitions created inside a test's transaction are gone after its rollback.
+    from fleet.telemetry.services import partitions
+
+    partitions.forget()
     yield
 
 

@@ -91,6 +91,11 @@ def _database(url: str) -> dict:
         # restarted database costs no failed request. Off saves a round trip per request; after a database
         # restart each worker then fails one request and reconnects.
         config["CONN_HEALTH_CHECKS"] = env_bool("DATABASE_CONN_HEALTH_CHECKS", True)
+        if env_bool("DATABASE_PGBOUNCER_TRANSACTION_MODE", False):
+            # Behind PgBouncer in transaction mode consecutive transactions may run on different server
+            # connections, so no server-side (named) cursors, which `.iterator()` would otherwise open. (Django
+            # already turns psycopg's automatic prepared statements off.) See docs/deploy.md.
+            config["DISABLE_SERVER_SIDE_CURSORS"] = True
     return config
 
 
@@ -224,6 +229,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "telemetry-mark-silent-nodes": {"task": "telemetry.mark_silent_nodes", "schedule": 15},
     "telemetry-rollup-history": {"task": "telemetry.rollup_history", "schedule": 300},
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
+    "telemetry-create-history-partitions": {"task": "telemetry.create_history_partitions", "schedule": 3600},
     "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
     "remediation-sweep": {"task": "remediation.sweep", "schedule": env_int("REMEDIATION_SWEEP_INTERVAL_S", 15)},
     "integrations-deliver-due": {"task": "integrations.deliver_due",
@@ -246,6 +252,13 @@ LOGGING = {
 FLEET_DEFAULT_REPORT_INTERVAL_S = env_int("FLEET_REPORT_INTERVAL_S", 15)
 API_TOKEN_LAST_USED_RESOLUTION_S = 60
 TELEMETRY_RAW_RETENTION_HOURS = env_int("TELEMETRY_RAW_RETENTION_HOURS", 24)
+# History keeps one row per node and per GPU per this many seconds (mean, min and max of the reports inside);
+# the latest status still changes on every report. Must divide the 5-minute rollup bucket.
+TELEMETRY_HISTORY_RESOLUTION_S = env_int("TELEMETRY_HISTORY_RESOLUTION_S", 60)
+if not 1 <= TELEMETRY_HISTORY_RESOLUTION_S <= 300 or 300 % TELEMETRY_HISTORY_RESOLUTION_S:
+    raise ImproperlyConfigured("TELEMETRY_HISTORY_RESOLUTION_S must divide 300 (e.g. 15, 30, 60, 300)")
+# PostgreSQL: daily history partitions are created this many days ahead (and on demand by ingest).
+TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 3)
 TELEMETRY_ROLLUP_RETENTION_DAYS = env_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 30)
 TELEMETRY_EVENT_RETENTION_DAYS = env_int("TELEMETRY_EVENT_RETENTION_DAYS", 365)
 AGENT_MAX_BODY_BYTES = env_int("AGENT_MAX_BODY_BYTES", 4 * 1024 * 1024)

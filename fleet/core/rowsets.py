@@ -24,15 +24,20 @@ class Statement:
     params: tuple
 
 
-def insert_rows(model: type[models.Model], rows: list[dict], *, conflict: str | None = None,
-                update: tuple[str, ...] = (), guarded: bool = False) -> Statement:
+def insert_rows(model: type[models.Model], rows: list[dict], *, conflict: str | tuple[str, ...] | None = None,
+                update: tuple[str, ...] = (), merge: tuple[tuple[str, str], ...] = (),
+                guarded: bool = False) -> Statement:
     """INSERT the rows (dicts keyed by column name, all with the same keys) into the model's table.
 
-    With `conflict` (a unique column) and `update`, a row whose key exists updates those columns instead.
+    With `conflict` (a unique column, or the columns of a composite key) and `update`, a row whose key exists
+    updates those columns instead; with `merge`, (column, SQL expression) pairs, it sets each column to the
+    expression, in which `t` is the stored row and `EXCLUDED` the new one. No two rows may share a key.
     `guarded` statements are for `execute_guarded` (PostgreSQL only).
     """
     columns = tuple(rows[0])
-    sql = _insert_sql(connection.vendor, model, columns, conflict, tuple(update), guarded)
+    if isinstance(conflict, str):
+        conflict = (conflict,)
+    sql = _insert_sql(connection.vendor, model, columns, conflict, tuple(update), tuple(merge), guarded)
     if connection.vendor != "postgresql":
         rows = _adapt_datetimes(model, rows)
     return Statement(sql, (orjson.dumps(rows).decode(),))
@@ -101,10 +106,10 @@ def _fields(model: type[models.Model]) -> dict[str, models.Field]:
 
 
 @cache
-def _insert_sql(vendor: str, model: type[models.Model], columns: tuple[str, ...], conflict: str | None,
-                update: tuple[str, ...], guarded: bool) -> str:
+def _insert_sql(vendor: str, model: type[models.Model], columns: tuple[str, ...], conflict: tuple[str, ...] | None,
+                update: tuple[str, ...], merge: tuple[tuple[str, str], ...], guarded: bool) -> str:
     fields = _fields(model)
-    unknown = [c for c in (*columns, *update, *([conflict] if conflict else [])) if c not in fields]
+    unknown = [c for c in (*columns, *update, *(c for c, _ in merge), *(conflict or ())) if c not in fields]
     if unknown:
         raise ValueError(f"{model._meta.label} has no column(s) {', '.join(unknown)}")
     qn = connection.ops.quote_name
@@ -126,10 +131,12 @@ def _insert_sql(vendor: str, model: type[models.Model], columns: tuple[str, ...]
         picks = ", ".join(f"value {'->' if isinstance(fields[c], models.JSONField) else '->>'} '$.{c}'"
                           for c in columns)
         source = f"SELECT {picks} FROM json_each(%s) WHERE true"
-    sql = f"INSERT INTO {qn(model._meta.db_table)} ({names}) {source}"
+    alias = " AS t" if merge else ""
+    sql = f"INSERT INTO {qn(model._meta.db_table)}{alias} ({names}) {source}"
     if conflict:
-        sets = ", ".join(f"{qn(c)} = EXCLUDED.{qn(c)}" for c in update)
-        sql += f" ON CONFLICT ({qn(conflict)}) " + (f"DO UPDATE SET {sets}" if sets else "DO NOTHING")
+        sets = ", ".join([*(f"{qn(c)} = EXCLUDED.{qn(c)}" for c in update), *(f"{qn(c)} = {e}" for c, e in merge)])
+        target = ", ".join(qn(c) for c in conflict)
+        sql += f" ON CONFLICT ({target}) " + (f"DO UPDATE SET {sets}" if sets else "DO NOTHING")
     return sql
 
 

@@ -5,11 +5,9 @@ from .models import (
     ChangeLogEntry,
     EnrollmentToken,
     Event,
-    GPUSample,
     GPUSampleRollup,
     GPUStatus,
     NodeCredential,
-    NodeSample,
     NodeSampleRollup,
     NodeStatus,
     ReceivingState,
@@ -90,16 +88,8 @@ class _ReadOnlyHistoryAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(NodeSample)
-class NodeSampleAdmin(_ReadOnlyHistoryAdmin):
-    list_display = ("node", "at", "cpu_busy_pct", "gpu_util_avg_pct", "tcp_retrans_pct")
-    raw_id_fields = ("node",)
-
-
-@admin.register(GPUSample)
-class GPUSampleAdmin(_ReadOnlyHistoryAdmin):
-    list_display = ("gpu", "at", "utilization_gpu_pct", "temperature_c", "power_draw_w")
-    raw_id_fields = ("gpu",)
+# The raw history tables (NodeSample, GPUSample) have a composite primary key (owner, bucket), which the admin
+# cannot show; the node and GPU charts in the console read them. The rollups below stay browsable.
 
 
 @admin.register(NodeSampleRollup)

@@ -195,41 +195,47 @@ class GPUStatus(models.Model):
         return f"status of GPU {self.gpu_id}"
 
 
-# The sample tables take nine rows per report. Their foreign keys carry no database constraint (the ORM still
-# cascades deletes) and no index of their own (the (key, at) index covers lookups by key): each constraint check
-# locks the parent row, and each index is one more write per row. See docs/performance.md.
+# History is kept at TELEMETRY_HISTORY_RESOLUTION_S (default one row per minute per node and per GPU), not one
+# row per report: each report is folded into its time bucket (an upsert keeping the running mean, min and max;
+# `services/history.py`). The primary key is (owner, bucket start), which is also what PostgreSQL partitions the
+# tables by day on (`services/partitions.py`); SQLite keeps plain tables. The foreign keys carry no database
+# constraint (the ORM still cascades deletes): each constraint check locks the parent row, and a partitioned
+# table's foreign keys would have to be created on every partition. See docs/telemetry.md.
+def _gauge(integer: bool = False):
+    field = models.BigIntegerField if integer else models.FloatField
+    return field(null=True), field(null=True), field(null=True)
+
+
 class NodeSample(models.Model):
-    """Raw node history (one row per report), kept for the raw retention window."""
+    """Node history: one row per node per history bucket (mean, min and max of the reports inside it)."""
 
+    pk = models.CompositePrimaryKey("node", "at")
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
-    at = models.DateTimeField()
-    cpu_busy_pct = models.FloatField(null=True)
-    cpu_steal_pct = models.FloatField(null=True)
-    cpu_iowait_pct = models.FloatField(null=True)
-    mem_used_pct = models.FloatField(null=True)
-    load1 = models.FloatField(null=True)
-    tcp_retrans_pct = models.FloatField(null=True)
-    gpu_util_avg_pct = models.FloatField(null=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["node", "at"]), models.Index(fields=["at"])]
+    at = models.DateTimeField(help_text="Start of the history bucket")
+    samples = models.PositiveIntegerField(default=1, help_text="Reports folded into this row")
+    cpu_busy_pct, cpu_busy_pct_min, cpu_busy_pct_max = _gauge()
+    cpu_steal_pct, cpu_steal_pct_min, cpu_steal_pct_max = _gauge()
+    cpu_iowait_pct, cpu_iowait_pct_min, cpu_iowait_pct_max = _gauge()
+    mem_used_pct, mem_used_pct_min, mem_used_pct_max = _gauge()
+    load1, load1_min, load1_max = _gauge()
+    tcp_retrans_pct, tcp_retrans_pct_min, tcp_retrans_pct_max = _gauge()
+    gpu_util_avg_pct, gpu_util_avg_pct_min, gpu_util_avg_pct_max = _gauge()
 
 
 class GPUSample(models.Model):
-    """Raw per-GPU history (one row per GPU per report)."""
+    """Per-GPU history: one row per GPU per history bucket."""
 
+    pk = models.CompositePrimaryKey("gpu", "at")
     gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
-    at = models.DateTimeField()
-    utilization_gpu_pct = models.FloatField(null=True)
-    memory_used_bytes = models.BigIntegerField(null=True)
-    temperature_c = models.FloatField(null=True)
-    power_draw_w = models.FloatField(null=True)
-    sm_clock_mhz = models.IntegerField(null=True)
-    ecc_volatile_uncorrected = models.BigIntegerField(null=True)
-    clock_event_reasons_mask = models.BigIntegerField(null=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["gpu", "at"]), models.Index(fields=["at"])]
+    at = models.DateTimeField(help_text="Start of the history bucket")
+    samples = models.PositiveIntegerField(default=1, help_text="Reports folded into this row")
+    utilization_gpu_pct, utilization_gpu_pct_min, utilization_gpu_pct_max = _gauge()
+    memory_used_bytes, memory_used_bytes_min, memory_used_bytes_max = _gauge(integer=True)
+    temperature_c, temperature_c_min, temperature_c_max = _gauge()
+    power_draw_w, power_draw_w_min, power_draw_w_max = _gauge()
+    sm_clock_mhz, sm_clock_mhz_min, sm_clock_mhz_max = _gauge(integer=True)
+    ecc_volatile_uncorrected = models.BigIntegerField(null=True, help_text="Highest count in the bucket")
+    clock_event_reasons_mask = models.BigIntegerField(null=True, help_text="Every reason seen in the bucket (OR)")
 
 
 class NodeSampleRollup(models.Model):

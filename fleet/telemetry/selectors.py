@@ -10,7 +10,7 @@ from django.db.models import Count
 from fleet.inventory.models import GPU, Node
 
 from .models import GPUSample, GPUSampleRollup, GPUStatus, NodeSample, NodeSampleRollup, NodeStatus
-from .services.history import finite_mean
+from .services.history import finite_mean, history_bucket
 
 NODE_METRICS = ["cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "mem_used_pct", "load1", "tcp_retrans_pct",
                 "gpu_util_avg_pct"]
@@ -33,7 +33,7 @@ def _bucketed(rows, start: datetime, step: int) -> list[list]:
         # before it did must not turn a chart into a server error.
         if value is None or not math.isfinite(value):
             continue
-        slot = base + ((int(at.timestamp()) - base) // step) * step
+        slot = base + max(0, (int(at.timestamp()) - base) // step) * step
         buckets[slot].append(value)
     return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(finite_mean(v), 3)]
             for slot, v in sorted(buckets.items())]
@@ -50,10 +50,13 @@ def _series(*, raw_model, rollup_model, key: dict, metrics: list[str], allowed: 
     raw_since = now - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
     use_raw = start >= raw_since and step < 300
     model, time_field = (raw_model, "at") if use_raw else (rollup_model, "bucket")
-    rows = list(model.objects.filter(**key, **{f"{time_field}__gte": start, f"{time_field}__lt": end})
+    # A raw row is a bucket (TELEMETRY_HISTORY_RESOLUTION_S) stamped with its start: the one holding `start`
+    # belongs to the first point.
+    since = history_bucket(start) if use_raw else start
+    rows = list(model.objects.filter(**key, **{f"{time_field}__gte": since, f"{time_field}__lt": end})
                 .order_by(time_field).values_list(time_field, *metrics))
     return [{"metric": metric, "step": step, "source": "raw" if use_raw else "5m",
-             "points": _bucketed(((row[0], row[i + 1]) for row in rows), start, step)}
+             "points": _bucketed(((row[0], row[i + 1]) for row in rows), since, step)}
             for i, metric in enumerate(metrics)]
 
 

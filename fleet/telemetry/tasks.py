@@ -21,3 +21,10 @@ def prune_history() -> dict:
     from .services.history import prune_history as service
 
     return service(now=timezone.now())
+
+
+@shared_task(name="telemetry.create_history_partitions")
+def create_history_partitions() -> dict:
+    from .services.history import create_history_partitions as service
+
+    return service(now=timezone.now())

@@ -138,22 +138,24 @@ def test_running_costs_in_another_currency_are_left_out(provider):
     assert any("exchange" in w for w in cost.warnings)
 
 
-def test_utilisation_combines_rollups_and_newer_raw_samples_without_double_counting():
+def test_utilisation_combines_rollups_and_newer_raw_samples_without_double_counting(history_days):
     now = timezone.now().replace(microsecond=0)
     node = NodeFactory()
     gpu0, gpu1 = GPUFactory(node=node, index=0), GPUFactory(node=node, index=1)
     bucket = now - timedelta(hours=2)
     GPUSampleRollup.objects.create(gpu=gpu0, bucket=bucket, samples=20, utilization_gpu_pct=60)
     GPUSampleRollup.objects.create(gpu=gpu1, bucket=bucket, samples=20, utilization_gpu_pct=40)
+    history_days(bucket, now)
     # Already inside the rolled-up bucket: must not be counted again.
     GPUSample.objects.create(gpu=gpu0, at=bucket + timedelta(minutes=1), utilization_gpu_pct=0)
-    GPUSample.objects.create(gpu=gpu0, at=bucket + timedelta(minutes=6), utilization_gpu_pct=50)
-    GPUSample.objects.create(gpu=gpu1, at=bucket + timedelta(minutes=6), utilization_gpu_pct=50)
-    GPUSample.objects.create(gpu=gpu1, at=bucket + timedelta(minutes=7), utilization_gpu_pct=None)
+    # Raw rows are minute buckets, weighted by the reports they hold.
+    GPUSample.objects.create(gpu=gpu0, at=bucket + timedelta(minutes=6), utilization_gpu_pct=50, samples=4)
+    GPUSample.objects.create(gpu=gpu1, at=bucket + timedelta(minutes=6), utilization_gpu_pct=20, samples=1)
+    GPUSample.objects.create(gpu=gpu1, at=bucket + timedelta(minutes=7), utilization_gpu_pct=None, samples=4)
     # Outside the period.
     GPUSampleRollup.objects.create(gpu=gpu0, bucket=now - timedelta(days=40), samples=20, utilization_gpu_pct=0)
-    # (60 × 20 + 40 × 20 + 50 + 50) / 42 = 2100 / 42 = 50.00
-    assert node_utilisation(node_ids=[node.pk], start=now - timedelta(days=30), end=now) == {node.pk: Decimal("50.00")}
+    # (60 × 20 + 40 × 20 + 50 × 4 + 20 × 1) / 45 = 2220 / 45 = 49.33
+    assert node_utilisation(node_ids=[node.pk], start=now - timedelta(days=30), end=now) == {node.pk: Decimal("49.33")}
 
 
 def test_tco_per_utilised_gpu_hour_uses_measured_utilisation(provider):

@@ -39,9 +39,11 @@ def test_insert_rows_then_upsert_keeps_types_json_and_time():
     assert GPUStatus.objects.count() == 2
 
 
-def test_several_statements_run_in_order():
+def test_several_statements_run_in_order(history_days):
     node = NodeFactory()
-    samples = [{"node_id": node.pk, "at": AT, "cpu_busy_pct": pct} for pct in (1.0, 2.0, 3.0)]
+    history_days(AT)
+    samples = [{"node_id": node.pk, "at": AT.replace(second=s), "samples": 1, "cpu_busy_pct": pct}
+               for s, pct in ((1, 1.0), (2, 2.0), (3, 3.0))]
     rowsets.execute([rowsets.insert_rows(NodeSample, samples[:2]), rowsets.insert_rows(NodeSample, samples[2:]),
                      rowsets.statement("UPDATE telemetry_nodesample SET load1 = %s WHERE node_id = %s", 0.5, node.pk)])
     assert sorted(NodeSample.objects.values_list("cpu_busy_pct", "load1")) == [(1.0, 0.5), (2.0, 0.5), (3.0, 0.5)]
@@ -53,13 +55,14 @@ def test_unknown_column_is_refused():
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="data-modifying WITH is PostgreSQL's")
-def test_guarded_writes_happen_only_when_the_guard_matches():
+def test_guarded_writes_happen_only_when_the_guard_matches(history_days):
     node = NodeFactory()
+    history_days(AT)
     epoch = AgentEpoch.objects.create(node=node, instance_id="i-1", last_sequence=5)
     guard_sql = "UPDATE telemetry_agentepoch SET last_sequence = %s WHERE id = %s AND last_sequence < %s"
 
     def attempt(sequence):
-        row = {"node_id": node.pk, "at": AT, "cpu_busy_pct": float(sequence)}
+        row = {"node_id": node.pk, "at": AT.replace(second=sequence), "samples": 1, "cpu_busy_pct": float(sequence)}
         return rowsets.execute_guarded(rowsets.statement(guard_sql, sequence, epoch.pk, sequence),
                                        [rowsets.insert_rows(NodeSample, [row], guarded=True)])
 
@@ -70,3 +73,18 @@ def test_guarded_writes_happen_only_when_the_guard_matches():
     assert list(NodeSample.objects.values_list("cpu_busy_pct", flat=True)) == [6.0]
     epoch.refresh_from_db()
     assert epoch.last_sequence == 6
+
+
+def test_upsert_on_a_composite_key_merges_with_expressions(history_days):
+    """`merge` sets each column from an expression over the stored row (t) and the new one (EXCLUDED)."""
+    node = NodeFactory()
+    history_days(AT)
+    merge = (("samples", "t.samples + EXCLUDED.samples"), ("load1", "t.load1 + EXCLUDED.load1"))
+
+    def upsert(load):
+        rowsets.execute([rowsets.insert_rows(NodeSample, [{"node_id": node.pk, "at": AT, "samples": 1, "load1": load}],
+                                             conflict=("node_id", "at"), merge=merge)])
+
+    upsert(1.5)
+    upsert(2.0)
+    assert list(NodeSample.objects.values_list("samples", "load1")) == [(2, 3.5)]

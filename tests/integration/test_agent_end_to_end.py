@@ -12,6 +12,7 @@ from fleet.telemetry.models import NodeSample
 from fleet.telemetry.services.enrollment import enrollment_token_create
 from fleet_agent.simulator import SimulatedAgent, load_scenario
 from tests.factories import ProviderFactory, UserFactory
+from tests.telemetry.reports import stored_reports
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -55,7 +56,7 @@ def test_agent_enrols_reports_and_is_visible_in_the_api(live_server, tmp_path):
                             body={"reports": reports})
         assert status == 200
         assert (ack["accepted"], ack["duplicates"], ack["acked_sequence"]) == (0, 2, reports[-1]["sequence"])
-        assert NodeSample.objects.filter(node_id=node_a).count() == 2
+        assert stored_reports(NodeSample, node_id=node_a) == 2
 
         impostor = second.step(0)  # node B's report, sent with node A's credential
         assert impostor["node"]["node_id"] == node_b
@@ -63,7 +64,7 @@ def test_agent_enrols_reports_and_is_visible_in_the_api(live_server, tmp_path):
                               body={"reports": [impostor]})
         assert status == 403
         assert "only report for itself" in error["error"]["message"]
-        assert NodeSample.objects.filter(node_id=node_b).count() == 0
+        assert stored_reports(NodeSample, node_id=node_b) == 0
     finally:
         first.close()
         second.close()

@@ -94,4 +94,11 @@ def assert_second_report_refused(agent, mutate, field: str):
     assert response.status_code == 400, response.content
     error = response.json()["error"]
     assert any(name.startswith(field) for name in error["fields"]), error
-    assert (NodeStatus.objects.count(), NodeSample.objects.count(), Event.objects.count()) == (0, 0, 0)
+    assert (NodeStatus.objects.count(), stored_reports(NodeSample), Event.objects.count()) == (0, 0, 0)
+
+
+def stored_reports(model, **filters) -> int:
+    """How many reports the history of `model` (NodeSample or GPUSample) holds: rows are buckets of reports."""
+    from django.db.models import Sum
+
+    return model.objects.filter(**filters).aggregate(n=Sum("samples"))["n"] or 0

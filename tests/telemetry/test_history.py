@@ -1,6 +1,8 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.db.models import Sum
 
 from fleet.telemetry.models import GPUSample, GPUSampleRollup, NodeSample, NodeSampleRollup, NodeStatus
 from fleet.telemetry.services.history import prune_history, rollup_history
@@ -8,7 +10,9 @@ from fleet.telemetry.services.silence import mark_silent_nodes
 from tests.telemetry.reports import ReportBuilder
 
 pytestmark = pytest.mark.django_db
-T0 = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+# Inside the raw window (older reports keep no raw history), on a 5-minute boundary.
+_NOW = datetime.now(UTC)
+T0 = _NOW.replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
 
 
 def _feed(agent, builder, start, count, step_s=15, **kw):
@@ -34,18 +38,26 @@ def test_rollup_averages_five_minute_buckets_and_prune_keeps_rollups(enroll):
     assert gpu_rollup.utilization_gpu_pct_max == 90
     assert gpu_rollup.samples == 20
 
-    result = prune_history(now=T0 + timedelta(hours=25))
-    assert result["node_samples"] == 40
+    # One row per minute (the default resolution), holding its four reports.
+    assert NodeSample.objects.count() == 10
+    assert NodeSample.objects.aggregate(n=Sum("samples"))["n"] == 40
+
+    # PostgreSQL drops whole day partitions once the day ended more than the window (+1 h margin) ago.
+    result = prune_history(now=T0 + timedelta(days=2, hours=2))
+    if connection.vendor == "postgresql":
+        assert result["node_sample_partitions"] >= 1 and result["gpu_sample_partitions"] >= 1
+    else:
+        assert result["node_samples"] == 10
     assert NodeSample.objects.count() == 0 and GPUSample.objects.count() == 0
     assert NodeSampleRollup.objects.count() == 2
-    prune_history(now=T0 + timedelta(days=31))
+    prune_history(now=T0 + timedelta(days=32))
     assert NodeSampleRollup.objects.count() == 0
 
 
 def test_series_endpoint_steps_and_validates(enroll, viewer_api):
     agent = enroll()
     builder = ReportBuilder(agent.node_id, gpus=1)
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)  # minute rows line up with the points
     _feed(agent, builder, now - timedelta(minutes=10), 40)
     start = (now - timedelta(minutes=10)).isoformat()
     response = viewer_api.get(f"/api/v1/nodes/{agent.node_id}/series/",

@@ -253,20 +253,22 @@ def test_the_largest_sequence_is_accepted(enroll):
     assert body["acked_sequence"] == 2**53 - 1
 
 
-def test_non_finite_history_does_not_break_charts_or_rollups(enroll, viewer_api):
+def test_non_finite_history_does_not_break_charts_or_rollups(enroll, viewer_api, history_days):
     """Rows stored before the schema bounded every number (load1 of 1e308 rolled up into Infinity)."""
     from fleet.telemetry.services.history import rollup_history
 
     agent = enroll()
     builder = ReportBuilder(agent.node_id, gpus=1)
     agent.send(builder.report(with_inventory=True))
-    at = timezone.now() - timedelta(minutes=20)
+    at = (timezone.now() - timedelta(minutes=20)).replace(second=0, microsecond=0)
+    at -= timedelta(minutes=at.minute % 5)  # three minute rows in one 5-minute rollup bucket
+    history_days(at)
     NodeSample.objects.create(node_id=agent.node_id, at=at, load1=float("inf"))
-    NodeSample.objects.create(node_id=agent.node_id, at=at, load1=1e308)
-    NodeSample.objects.create(node_id=agent.node_id, at=at, load1=1e308)
+    NodeSample.objects.create(node_id=agent.node_id, at=at + timedelta(minutes=1), load1=1e308)
+    NodeSample.objects.create(node_id=agent.node_id, at=at + timedelta(minutes=2), load1=1e308, samples=3)
     gpu = GPU.objects.get(node_id=agent.node_id)
-    for _ in range(3):  # a float mean of these rounds up to 2**63, past the column
-        GPUSample.objects.create(gpu=gpu, at=at, memory_used_bytes=2**63 - 1)
+    for minute in range(3):  # a float mean of these rounds up to 2**63, past the column
+        GPUSample.objects.create(gpu=gpu, at=at + timedelta(minutes=minute), memory_used_bytes=2**63 - 1, samples=4)
     rollup_history(now=timezone.now())
     assert list(NodeSampleRollup.objects.values_list("load1", flat=True)) == [1e308]
     assert GPUSampleRollup.objects.get(gpu=gpu).memory_used_bytes == 2**63 - 1

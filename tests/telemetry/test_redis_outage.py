@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from fleet.telemetry.models import NodeSample
 from tests.processes import RedisServer
-from tests.telemetry.reports import ReportBuilder
+from tests.telemetry.reports import ReportBuilder, stored_reports
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_enrolment_and_reports_go_on_while_redis_is_down(redis_cache, enrollment
     response = client.post("/api/v1/agent/reports", {"reports": [builder.report()]}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["acked_sequence"] == 2
-    assert NodeSample.objects.filter(node_id=node_id).count() == 2
+    assert stored_reports(NodeSample, node_id=node_id) == 2
     facts = {**facts, "machine_id": "fedcba9876543210", "hostname": "gpu-b"}
     another = APIClient().post("/api/v1/agent/enroll", {"token": enrollment_token, "facts": facts}, format="json")
     assert another.status_code == 201  # the enrolment throttle failed open too

@@ -5,7 +5,7 @@ from django.db import connection
 
 from fleet.inventory.models import GPU, Node
 from fleet.telemetry.models import ChangeLogEntry, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
-from tests.telemetry.reports import ReportBuilder, assert_second_report_refused
+from tests.telemetry.reports import ReportBuilder, assert_second_report_refused, stored_reports
 
 pytestmark = pytest.mark.django_db
 postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's two-round-trip path")
@@ -31,8 +31,8 @@ def test_first_report_stores_inventory_status_history(enroll):
     gpu0 = GPUStatus.objects.get(gpu__index=0, node=node)
     assert gpu0.process_count == 1
     assert gpu0.pcie_gen_max == 5
-    assert NodeSample.objects.filter(node=node).count() == 1
-    assert GPUSample.objects.count() == 8
+    assert stored_reports(NodeSample, node=node) == 1
+    assert stored_reports(GPUSample) == 8
 
 
 def test_repeated_sequence_is_acknowledged_and_ignored(enroll):
@@ -45,12 +45,12 @@ def test_repeated_sequence_is_acknowledged_and_ignored(enroll):
     assert replay.status_code == 200
     assert replay.json() == {"acked_sequence": 2, "agent_instance_id": builder.instance_id, "accepted": 0,
                              "duplicates": 2}
-    assert NodeSample.objects.count() == 2
+    assert stored_reports(NodeSample) == 2
     # A batch that overlaps the acknowledged range stores only the new report.
     third = builder.report()
     body = agent.send(second, third).json()
     assert (body["accepted"], body["duplicates"], body["acked_sequence"]) == (1, 1, 3)
-    assert NodeSample.objects.count() == 3
+    assert stored_reports(NodeSample) == 3
 
 
 def test_reinstalled_agent_starts_a_new_sequence_epoch(enroll):
@@ -61,7 +61,7 @@ def test_reinstalled_agent_starts_a_new_sequence_epoch(enroll):
     fresh = ReportBuilder(agent.node_id)  # new instance id, sequence starts at 1 again
     body = agent.send(fresh.report(with_inventory=True)).json()
     assert (body["accepted"], body["acked_sequence"]) == (1, 1)
-    assert NodeSample.objects.count() == 6
+    assert stored_reports(NodeSample) == 6
 
 
 def test_gzip_body_is_accepted(enroll):
@@ -251,8 +251,8 @@ def test_steady_batch_on_postgresql_is_credential_gpu_map_and_one_statement(enro
     with django_assert_num_queries(5) as captured:  # 3 + the test transaction's savepoint pair
         assert agent.send(builder.report(), builder.report()).json()["accepted"] == 2
     assert captured.captured_queries[-2]["sql"].startswith("WITH guard AS (UPDATE")
-    assert NodeSample.objects.count() == 3
-    assert GPUSample.objects.count() == 24
+    assert stored_reports(NodeSample) == 3
+    assert stored_reports(GPUSample) == 24
 
 
 def test_replayed_and_overlapping_steady_batches_store_nothing_twice(enroll):
@@ -265,8 +265,8 @@ def test_replayed_and_overlapping_steady_batches_store_nothing_twice(enroll):
                                                 "accepted": 0, "duplicates": 2}
     body = agent.send(third, fourth).json()
     assert (body["accepted"], body["duplicates"], body["acked_sequence"]) == (1, 1, 4)
-    assert NodeSample.objects.count() == 4
-    assert GPUSample.objects.count() == 32
+    assert stored_reports(NodeSample) == 4
+    assert stored_reports(GPUSample) == 32
     assert NodeStatus.objects.get().sequence == 4
 
 
@@ -278,8 +278,8 @@ def test_a_sequence_repeated_inside_a_batch_is_stored_once(enroll):
     second = builder.report()
     body = agent.send(second, dict(second)).json()
     assert (body["accepted"], body["duplicates"], body["acked_sequence"]) == (1, 1, 2)
-    assert NodeSample.objects.count() == 2
-    assert GPUSample.objects.count() == 16
+    assert stored_reports(NodeSample) == 2
+    assert stored_reports(GPUSample) == 16
 
 
 def test_a_reported_gpu_without_a_row_gets_one(enroll):
@@ -312,7 +312,7 @@ def test_gpu_row_deleted_after_the_map_was_read_falls_back_and_loses_nothing(enr
     monkeypatch.setattr(rowsets, "fetch_all", fetch_then_delete)
     body = agent.send(builder.report()).json()
     assert (body["accepted"], body["acked_sequence"]) == (1, 2)
-    assert NodeSample.objects.count() == 2
+    assert stored_reports(NodeSample) == 2
     assert GPUStatus.objects.filter(node_id=agent.node_id).count() == 8  # the general path re-created the GPU
     assert GPU.objects.filter(node_id=agent.node_id, uuid=victim.uuid).exists()
 
@@ -388,5 +388,5 @@ def test_racing_copies_of_a_batch_are_stored_once(enroll, seeded_catalog):
             thread.join()
         last = batch[-1]["sequence"]
         assert sorted(outcomes[-2:]) == [(0, 2, last), (2, 0, last)]
-    assert NodeSample.objects.count() == 1 + 20
-    assert GPUSample.objects.count() == 8 * 21
+    assert stored_reports(NodeSample) == 1 + 20
+    assert stored_reports(GPUSample) == 8 * 21

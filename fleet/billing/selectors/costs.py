@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, ExpressionWrapper, F, FloatField, Max, Sum
+from django.db.models import ExpressionWrapper, F, FloatField, Max, Sum
 
 from fleet.inventory.models import Node
 from fleet.inventory.selectors import node_expected_gpu_counts
@@ -46,9 +46,10 @@ def node_utilisation(*, node_ids: Iterable[int], start: datetime, end: datetime)
     weighted = ExpressionWrapper(F("utilization_gpu_pct") * F("samples"), output_field=FloatField())
     for row in rollups.values("gpu__node_id").annotate(total=Sum(weighted), n=Sum("samples")):
         totals[row["gpu__node_id"]] = [row["total"], row["n"]]
+    # Raw history rows are buckets too (one per GPU per TELEMETRY_HISTORY_RESOLUTION_S), weighted the same way.
     raw = GPUSample.objects.filter(gpu__node_id__in=node_ids, at__gte=raw_from, at__lt=end,
-                                   utilization_gpu_pct__isnull=False)
-    for row in raw.values("gpu__node_id").annotate(total=Sum("utilization_gpu_pct"), n=Count("id")):
+                                   utilization_gpu_pct__isnull=False, samples__gt=0)
+    for row in raw.values("gpu__node_id").annotate(total=Sum(weighted), n=Sum("samples")):
         acc = totals.setdefault(row["gpu__node_id"], [0.0, 0])
         acc[0] += row["total"]
         acc[1] += row["n"]

@@ -30,10 +30,12 @@ from fleet.inventory.services import gpus_add_missing
 from fleet_agent.protocol import NOTICE_EVENT_KINDS
 
 from ..choices import ACTIONABLE_EVENT_KINDS, EventKind, EventSeverity
-from ..models import AgentEpoch, Event, GPUSample, GPUStatus, NodeSample, NodeStatus
+from ..models import AgentEpoch, Event, GPUStatus, NodeStatus
 from ..signals import urgent_events_stored
 from ..validation import parse_time
+from . import partitions
 from .fabric import fabric_digest
+from .history import history_writes
 from .inventory import inventory_apply
 
 logger = logging.getLogger(__name__)
@@ -94,7 +96,15 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
     if connection.vendor == "postgresql" and not any(r.get("inventory") or r.get("events") for r in unique):
         result = _ingest_steady(node_id, instance_id, unique, now)
     if result is None:
-        result = _ingest(node_id, instance_id, unique, now)
+        try:
+            result = _ingest(node_id, instance_id, unique, now)
+        except IntegrityError as exc:
+            # A history partition this process knew of is gone (dropped by hand, or created in a transaction
+            # that rolled back): look again, create it, and store the batch once more (nothing was stored).
+            if not partitions.missing_partition(exc):
+                raise
+            partitions.forget()
+            result = _ingest(node_id, instance_id, unique, now)
     result.duplicates += len(reports) - len(unique)
     return result
 
@@ -170,7 +180,7 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
 
 def _status_writes(node_id: int, instance_id: str, reports: list[dict], gpu_ids: dict[str, int], now: datetime,
                    *, inventory: dict | None = None, guarded: bool = False) -> list[rowsets.Statement]:
-    """The latest node and GPU status (upserts) and the history samples of new reports."""
+    """The latest node and GPU status (upserts) and the history of new reports (folded into its buckets)."""
     node_samples, gpu_samples = [], []
     gpu_status: dict[int, dict] = {}
     for report in reports:
@@ -188,12 +198,12 @@ def _status_writes(node_id: int, instance_id: str, reports: list[dict], gpu_ids:
         status["inventory_hash"] = inventory.get("hash", "")
         status["boot_id"] = (inventory.get("host") or {}).get("boot_id") or ""
         update = (*update, "inventory_hash", "boot_id")
-    writes = [rowsets.insert_rows(NodeStatus, [status], conflict="node_id", update=update, guarded=guarded),
-              rowsets.insert_rows(NodeSample, node_samples, guarded=guarded)]
+    writes = [rowsets.insert_rows(NodeStatus, [status], conflict="node_id", update=update, guarded=guarded)]
     if gpu_status:
         writes.append(rowsets.insert_rows(GPUStatus, list(gpu_status.values()), conflict="gpu_id",
                                           update=_GPU_STATUS_FIELDS, guarded=guarded))
-        writes.append(rowsets.insert_rows(GPUSample, gpu_samples, guarded=guarded))
+    # History goes into fixed-resolution buckets, not a row per report (services/history.py).
+    writes += history_writes(node_samples, gpu_samples, now=now, guarded=guarded)
     return writes
 
 
