@@ -107,7 +107,8 @@ def test_fabric_fault_is_named_routed_and_resolved(name, fault, node_extras, pin
         assert (finding.step, finding.layer, finding.responsible_party) == (step, layer, party)
         assert finding.recommended_action and finding.evidence
         triage = _triage(live_server.url, key, node_id)
-        assert triage["headline"] == f"Step {STEP_NUMBERS[step]} — {finding.summary}", triage["headline"]
+        assert triage["headline"].startswith(f"Step {STEP_NUMBERS[step]} — {finding.summary} — owner: "), \
+            triage["headline"]
         assert triage["headline_finding"]["id"] == finding.pk
 
         for t in AFTER_CLEAR:
@@ -137,6 +138,6 @@ def test_gpu_gone_from_the_bus_stays_a_hardware_fault(live_server, celery_worker
         assert (finding.layer, finding.responsible_party) == ("hardware", "hardware_vendor")
         assert "7 on the PCI bus" in finding.summary
         assert not Finding.objects.filter(node_id=node_id, rule__slug="gpu_missing_from_nvml").exists()
-        assert _triage(live_server.url, key, node_id)["headline"] == f"Step 1 — {finding.summary}"
+        assert _triage(live_server.url, key, node_id)["headline"].startswith(f"Step 1 — {finding.summary} — owner: ")
     finally:
         agent.close()
