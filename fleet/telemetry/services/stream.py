@@ -61,13 +61,15 @@ class Entry:
 
 
 @cache
-def redis_client():
+def redis_client(*, blocking: bool = False):
     """One client (and connection pool) per process for the stream and the credential cache, with bounded waits:
-    a hung Redis costs a request `INGEST_QUEUE_TIMEOUT_S`, then it writes synchronously."""
+    a hung Redis costs a request `INGEST_QUEUE_TIMEOUT_S`, then it writes synchronously. `blocking`: the writer's
+    client, whose reads wait up to a second for new entries, so its socket timeout is longer."""
     import redis
 
     timeout = settings.INGEST_QUEUE_TIMEOUT_S
-    return redis.Redis.from_url(settings.INGEST_QUEUE_URL, socket_timeout=timeout, socket_connect_timeout=timeout,
+    return redis.Redis.from_url(settings.INGEST_QUEUE_URL, socket_timeout=max(timeout, 10.0) if blocking else timeout,
+                                socket_connect_timeout=max(timeout, 2.0) if blocking else timeout,
                                 health_check_interval=30)
 
 

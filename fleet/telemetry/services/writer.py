@@ -45,7 +45,8 @@ from .. import metrics
 from ..models import AgentEpoch, GPUStatus, NodeSample, NodeStatus
 from ..validation import parse_time
 from .ingest import _sql_epoch_lock, _status_writes, reports_ingest
-from .stream import GROUP, STREAM_ERRORS, Entry, entry_decode, node_key, redis_client, stream_name
+from .stream import GROUP, STREAM_ERRORS, Entry, entry_decode, node_key, stream_name
+from .stream import redis_client as _redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -336,6 +337,10 @@ class Writer:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
         logger.info("ingest writer %s stopped", self.consumer)
+
+
+def redis_client():
+    return _redis_client(blocking=True)
 
 
 def _text(value) -> str:
