@@ -345,12 +345,28 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=0,
                         help="queued ingest with this many fleet_writer processes (0: written in the request)")
     parser.add_argument("--writer-batch", type=int, default=500)
+    parser.add_argument("--in-process", type=int, default=0, metavar="N",
+                        help="instead of HTTP load: N requests through Django in this process, synchronous and "
+                             "queued, with the CPU per report of this process, of its own PostgreSQL backend and of a "
+                             "private Redis (robust on a shared box: CPU time of these processes only)")
     parser.add_argument("--rate-of-healthz", type=float, default=0,
                         help="open loop at this multiple of the /healthz rate measured in the same run")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/fleet_bench")
     args = parser.parse_args()
 
     _ensure_database(args.database_url)
+    if args.in_process:
+        var_dir = ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
+        redis_server = _private_redis(var_dir / "redis")
+        os.environ.update(REDIS_URL=redis_server.url, INGEST_STREAM=f"bench:{uuid.uuid4().hex[:8]}", DEBUG="false",
+                          AGENT_RATE_LIMIT="100000/min", FLEET_VAR_DIR=str(var_dir), ALLOWED_HOSTS="*",
+                          LOG_LEVEL="WARNING")
+        _django(args.database_url)
+        try:
+            print(json.dumps(_in_process(args, redis_server), indent=2))
+        finally:
+            redis_server.stop()
+        return
     _django(args.database_url)
     import tempfile
 
@@ -455,6 +471,94 @@ def main() -> None:
         "writer_drain_after_load_s": round(drain_s, 2) if writers else None,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }, indent=2))
+
+
+def _in_process(args, redis_server) -> dict:
+    """CPU per report of the request path in this process (Django's test client: no HTTP server, no client
+    threads), synchronous and queued, and of the writer draining the queued ones; with the CPU of this process's
+    own PostgreSQL backend and of the private Redis. `/healthz` the same way, as the baseline."""
+    import tempfile
+
+    from django.test import Client, override_settings
+
+    from fleet.telemetry.services.writer import Writer
+
+    sim_dir = Path(tempfile.mkdtemp(prefix="bench-agents-"))
+    agents = [SimAgent(n, c, sim_dir) for n, c in _enrol(args.agents)]
+    client = Client()
+    database = args.database_url.rsplit("/", 1)[1]
+    redis_pid = redis_server.proc.pid
+
+    def backends() -> set[int]:  # this database's backends only (the server may be shared); not WAL writer etc.
+        return {pid for pid in _pids(lambda cmd: cmd.startswith("postgres") and f" {database} " in cmd)}
+    n = args.in_process
+
+    def post_all(count: int) -> None:
+        for i in range(count):
+            agent = agents[i % len(agents)]
+            body = orjson.dumps({"reports": [agent.next_report()]})
+            response = client.post("/api/v1/agent/reports", body, content_type="application/json",
+                                   HTTP_AUTHORIZATION=f"Node {agent.credential}")
+            assert response.status_code == 200, response.content
+
+    def measure(action) -> dict:
+        pids = backends()
+        me, pg, rd = time.process_time(), _pid_cpu(pids), _pid_cpu({redis_pid})
+        wall = time.perf_counter()
+        action()
+        pids_after = backends()
+        if pids_after != pids:
+            print(f"note: backends changed during the measurement ({len(pids)} -> {len(pids_after)})")
+        return {"cpu_ms": 1000 * (time.process_time() - me), "postgres_ms": 1000 * (_pid_cpu(pids_after) - pg),
+                "redis_ms": 1000 * (_pid_cpu({redis_pid}) - rd), "wall_ms": 1000 * (time.perf_counter() - wall)}
+
+    out: dict = {"when": datetime.now(UTC).isoformat(timespec="seconds"), "agents": args.agents, "requests": n,
+                 "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    for agent in agents:  # first reports carry the inventory: written in the request either way
+        client.post("/api/v1/agent/reports", orjson.dumps({"reports": [agent.next_report()]}),
+                    content_type="application/json", HTTP_AUTHORIZATION=f"Node {agent.credential}")
+    healthz = measure(lambda: [client.get("/healthz") for _ in range(n)])
+    out["healthz_cpu_ms_per_request"] = round(healthz["cpu_ms"] / n, 3)
+    for mode in ("synchronous", "queued"):
+        with override_settings(INGEST_QUEUE=mode == "queued"):
+            post_all(100)  # warm
+            Writer(block_ms=10).step() if mode == "queued" else None
+            while mode == "queued" and Writer(block_ms=10).step():
+                pass
+            web = measure(lambda: post_all(n))
+            row = {"web_cpu_ms_per_report": round(web["cpu_ms"] / n, 3),
+                   "web_postgres_ms_per_report": round(web["postgres_ms"] / n, 3),
+                   "web_redis_ms_per_report": round(web["redis_ms"] / n, 3)}
+            if mode == "queued":
+                w = measure(lambda: _drain_in_process(Writer(block_ms=10)))
+                row.update(writer_cpu_ms_per_report=round(w["cpu_ms"] / n, 3),
+                           writer_postgres_ms_per_report=round(w["postgres_ms"] / n, 3),
+                           writer_redis_ms_per_report=round(w["redis_ms"] / n, 3),
+                           writer_drain_ms_per_report=round(w["wall_ms"] / n, 3))
+            total = sum(v for k, v in row.items() if k.endswith("ms_per_report") and "drain" not in k)
+            row["all_processes_cpu_ms_per_report"] = round(total, 3)
+            row["web_cpu_ratio_healthz_to_report"] = round(out["healthz_cpu_ms_per_request"]
+                                                           / row["web_cpu_ms_per_report"], 3)
+            out[mode] = row
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def _pids(match) -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if match(cmdline + " "):
+            out.append(int(pid))
+    return out
+
+
+def _drain_in_process(writer) -> None:
+    while writer.step():
+        pass
 
 
 def _private_redis(workdir: Path):
