@@ -3,6 +3,8 @@
     .venv/bin/python bench/ingest.py --agents 64 --seconds 20               # saturation (closed loop)
     .venv/bin/python bench/ingest.py --agents 64 --threads 32 --rate 200    # agents on a schedule (open loop)
     .venv/bin/python bench/ingest.py --overload 3                           # 3x capacity: shedding (503s)
+    .venv/bin/python bench/ingest.py --writers 1                            # queued ingest (Redis stream + writer)
+    .venv/bin/python bench/ingest.py --writers 1 --rate-of-healthz 0.5      # open loop at 0.5 x /healthz/s
 
 Creates a scratch database (`fleet_bench` on the local PostgreSQL unless --database-url), migrates,
 enrols N nodes, starts gunicorn, and drives it from client threads that each play a share of the agents:
@@ -21,6 +23,13 @@ the agent's 10-s timeout), so the offered rate holds however slow the answers ge
 (200) and shed ones (503 + Retry-After) separately, with their latencies from the scheduled send time, and
 the requests that got no answer within the agent's timeout. --no-shed turns the server's shedding off (the
 "before" figure); --rate with --overload fixes the offered rate instead, so that two runs compare on a busy box.
+
+Queued ingest (--writers N, N >= 1): steady reports are acknowledged once in a Redis stream and N
+`manage.py fleet_writer` processes store them in batches. The benchmark then starts its own redis-server with the
+production persistence (append-only file, `appendfsync always`, so its fsyncs are in the figures) unless
+--redis-url is given, waits after the load until the writers have drained the stream (the drain time is the
+writers' lag behind the last answer), and adds the CPU per report of the writers and of Redis. --writers 0 is
+the synchronous path. --rate-of-healthz F runs the open loop at F times the /healthz rate just measured.
 """
 
 import argparse
@@ -330,30 +339,65 @@ def main() -> None:
                         help="offer this multiple of the measured capacity in open loop (asyncio client)")
     parser.add_argument("--calibrate-seconds", type=float, default=8, help="closed-loop capacity run before --overload")
     parser.add_argument("--no-shed", action="store_true", help="turn the server's overload shedding off")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14", help="cache for rate limits")
+    parser.add_argument("--redis-url", default="",
+                        help="Redis for rate limits (and the queue); default: redis://127.0.0.1:6379/14 without "
+                             "writers, a private redis-server with AOF (appendfsync always) with --writers")
+    parser.add_argument("--writers", type=int, default=0,
+                        help="queued ingest with this many fleet_writer processes (0: written in the request)")
+    parser.add_argument("--writer-batch", type=int, default=500)
+    parser.add_argument("--in-process", type=int, default=0, metavar="N",
+                        help="instead of HTTP load: N requests through Django in this process, synchronous and "
+                             "queued, with the CPU per report of this process, of its own PostgreSQL backend and of a "
+                             "private Redis (robust on a shared box: CPU time of these processes only)")
+    parser.add_argument("--rate-of-healthz", type=float, default=0,
+                        help="open loop at this multiple of the /healthz rate measured in the same run")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/fleet_bench")
     args = parser.parse_args()
 
     _ensure_database(args.database_url)
+    if args.in_process:
+        var_dir = ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
+        redis_server = _private_redis(var_dir / "redis")
+        os.environ.update(REDIS_URL=redis_server.url, INGEST_STREAM=f"bench:{uuid.uuid4().hex[:8]}", DEBUG="false",
+                          AGENT_RATE_LIMIT="100000/min", FLEET_VAR_DIR=str(var_dir), ALLOWED_HOSTS="*",
+                          LOG_LEVEL="WARNING")
+        _django(args.database_url)
+        try:
+            print(json.dumps(_in_process(args, redis_server), indent=2))
+        finally:
+            redis_server.stop()
+        return
     _django(args.database_url)
     import tempfile
 
     sim_dir = Path(tempfile.mkdtemp(prefix="bench-agents-"))
     agents = [SimAgent(n, c, sim_dir) for n, c in _enrol(args.agents)]
     var_dir = ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
+    redis_server = None
+    if not args.redis_url:
+        if args.writers:
+            redis_server = _private_redis(var_dir / "redis")
+            args.redis_url = redis_server.url
+        else:
+            args.redis_url = "redis://127.0.0.1:6379/14"
     env = {**os.environ, "DATABASE_URL": args.database_url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
            "FLEET_VAR_DIR": str(var_dir), "AGENT_RATE_LIMIT": "100000/min", "LOG_LEVEL": "WARNING",
-           "DEBUG": "false", "REDIS_URL": args.redis_url}
+           "DEBUG": "false", "REDIS_URL": args.redis_url, "INGEST_QUEUE": "true" if args.writers else "false",
+           "INGEST_STREAM": f"bench:{uuid.uuid4().hex[:8]}", "INGEST_WRITER_BATCH": str(args.writer_batch)}
     if args.no_shed:
         env["WEB_QUEUE_MAX_MS"] = "0"
+    writers = [subprocess.Popen([sys.executable, "manage.py", "fleet_writer", "--consumer", f"bench-{n}"],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL) for n in range(args.writers)]
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{args.port}",
                                "--workers", str(args.workers), "--backlog", "1024", "--log-level", "warning"],
                               cwd=ROOT, env=env)
     try:
-        for _ in range(100):
+        for _ in range(300):  # until a worker answers (the master accepts connections before they have booted)
             try:
-                http.client.HTTPConnection("127.0.0.1", args.port, timeout=1).request("GET", "/healthz")
-                break
+                conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=10)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    break
             except OSError:
                 time.sleep(0.2)
         if args.overload:
@@ -362,11 +406,17 @@ def main() -> None:
             return
         web = (lambda cmd: "gunicorn" in cmd and "config.wsgi" in cmd)  # noqa: E731
         database = (lambda cmd: cmd.startswith("postgres"))  # noqa: E731
+        writer_pids = {w.pid for w in writers}
+        redis_pid = redis_server.proc.pid if redis_server else None
         healthz_seconds = min(5.0, args.seconds)
         web_cpu = _cpu_seconds(web)
         baseline = _healthz("127.0.0.1", args.port, healthz_seconds, args.threads)
         healthz_web_cpu = (_cpu_seconds(web) - web_cpu) / max(baseline * healthz_seconds, 1)
+        if args.rate_of_healthz:
+            args.rate = baseline * args.rate_of_healthz
         _warm_up(args, agents)
+        if writers:
+            _drain(args.redis_url, env["INGEST_STREAM"])
         latencies: list[float] = []
         errors: list = []
         lock = threading.Lock()
@@ -377,6 +427,7 @@ def main() -> None:
             "127.0.0.1", args.port, s, deadline, latencies, errors, lock, args.gzip, args.batch, interval,
             (interval or 0) * n / len(slices))) for n, s in enumerate(slices)]
         web_cpu, db_cpu = _cpu_seconds(web), _cpu_seconds(database)
+        writer_cpu, redis_cpu = _pid_cpu(writer_pids), _pid_cpu({redis_pid} if redis_pid else set())
         started = time.perf_counter()
         client_cpu = time.process_time()
         for t in threads:
@@ -385,10 +436,18 @@ def main() -> None:
             t.join()
         elapsed = time.perf_counter() - started
         client_cpu = time.process_time() - client_cpu
+        drain_s = _drain(args.redis_url, env["INGEST_STREAM"]) if writers else 0.0
         web_cpu, db_cpu = _cpu_seconds(web) - web_cpu, _cpu_seconds(database) - db_cpu
+        writer_cpu = _pid_cpu(writer_pids) - writer_cpu
+        redis_cpu = _pid_cpu({redis_pid} if redis_pid else set()) - redis_cpu
     finally:
         server.terminate()
         server.wait(timeout=20)
+        for w in writers:
+            w.terminate()
+            w.wait(timeout=30)
+        if redis_server:
+            redis_server.stop()
     rate = len(latencies) * args.batch / elapsed
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
     print(json.dumps({
@@ -404,7 +463,164 @@ def main() -> None:
         "healthz_web_cpu_ms_per_request": round(1000 * healthz_web_cpu, 2),
         "web_cpu_ms_per_report": round(1000 * web_cpu / max(len(latencies) * args.batch, 1), 2),
         "postgres_cpu_ms_per_report": round(1000 * db_cpu / max(len(latencies) * args.batch, 1), 2),
+        "writers": args.writers,
+        "writer_cpu_ms_per_report": round(1000 * writer_cpu / max(len(latencies) * args.batch, 1), 2)
+        if writers else None,
+        "redis_cpu_ms_per_report": round(1000 * redis_cpu / max(len(latencies) * args.batch, 1), 2)
+        if redis_pid else None,
+        "writer_drain_after_load_s": round(drain_s, 2) if writers else None,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }, indent=2))
+
+
+def _in_process(args, redis_server) -> dict:
+    """CPU per report of the request path in this process (Django's test client: no HTTP server, no client
+    threads), synchronous and queued, and of the writer draining the queued ones; with the CPU of this process's
+    own PostgreSQL backend and of the private Redis. `/healthz` the same way, as the baseline."""
+    import tempfile
+
+    from django.test import Client, override_settings
+
+    from fleet.telemetry.services.writer import Writer
+
+    sim_dir = Path(tempfile.mkdtemp(prefix="bench-agents-"))
+    agents = [SimAgent(n, c, sim_dir) for n, c in _enrol(args.agents)]
+    client = Client()
+    database = args.database_url.rsplit("/", 1)[1]
+    redis_pid = redis_server.proc.pid
+
+    def backends() -> set[int]:  # this database's backends only (the server may be shared); not WAL writer etc.
+        return {pid for pid in _pids(lambda cmd: cmd.startswith("postgres") and f" {database} " in cmd)}
+    n = args.in_process
+
+    def post_all(count: int) -> None:
+        for i in range(count):
+            agent = agents[i % len(agents)]
+            body = orjson.dumps({"reports": [agent.next_report()]})
+            response = client.post("/api/v1/agent/reports", body, content_type="application/json",
+                                   HTTP_AUTHORIZATION=f"Node {agent.credential}")
+            assert response.status_code == 200, response.content
+
+    def measure(action) -> dict:
+        pids = backends()
+        me, pg, rd = time.process_time(), _pid_cpu(pids), _pid_cpu({redis_pid})
+        wall = time.perf_counter()
+        action()
+        pids_after = backends()
+        if pids_after != pids:
+            print(f"note: backends changed during the measurement ({len(pids)} -> {len(pids_after)})")
+        return {"cpu_ms": 1000 * (time.process_time() - me), "postgres_ms": 1000 * (_pid_cpu(pids_after) - pg),
+                "redis_ms": 1000 * (_pid_cpu({redis_pid}) - rd), "wall_ms": 1000 * (time.perf_counter() - wall)}
+
+    out: dict = {"when": datetime.now(UTC).isoformat(timespec="seconds"), "agents": args.agents, "requests": n,
+                 "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    for agent in agents:  # first reports carry the inventory: written in the request either way
+        client.post("/api/v1/agent/reports", orjson.dumps({"reports": [agent.next_report()]}),
+                    content_type="application/json", HTTP_AUTHORIZATION=f"Node {agent.credential}")
+    healthz = measure(lambda: [client.get("/healthz") for _ in range(n)])
+    out["healthz_cpu_ms_per_request"] = round(healthz["cpu_ms"] / n, 3)
+    for mode in ("synchronous", "queued"):
+        with override_settings(INGEST_QUEUE=mode == "queued"):
+            post_all(100)  # warm
+            Writer(block_ms=10).step() if mode == "queued" else None
+            while mode == "queued" and Writer(block_ms=10).step():
+                pass
+            web = measure(lambda: post_all(n))
+            row = {"web_cpu_ms_per_report": round(web["cpu_ms"] / n, 3),
+                   "web_postgres_ms_per_report": round(web["postgres_ms"] / n, 3),
+                   "web_redis_ms_per_report": round(web["redis_ms"] / n, 3)}
+            if mode == "queued":
+                w = measure(lambda: _drain_in_process(Writer(block_ms=10)))
+                row.update(writer_cpu_ms_per_report=round(w["cpu_ms"] / n, 3),
+                           writer_postgres_ms_per_report=round(w["postgres_ms"] / n, 3),
+                           writer_redis_ms_per_report=round(w["redis_ms"] / n, 3),
+                           writer_drain_ms_per_report=round(w["wall_ms"] / n, 3))
+            total = sum(v for k, v in row.items() if k.endswith("ms_per_report") and "drain" not in k)
+            row["all_processes_cpu_ms_per_report"] = round(total, 3)
+            row["web_cpu_ratio_healthz_to_report"] = round(out["healthz_cpu_ms_per_request"]
+                                                           / row["web_cpu_ms_per_report"], 3)
+            out[mode] = row
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def _pids(match) -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if match(cmdline + " "):
+            out.append(int(pid))
+    return out
+
+
+def _drain_in_process(writer) -> None:
+    while writer.step():
+        pass
+
+
+def _private_redis(workdir: Path):
+    """A redis-server of the benchmark's own, persisted as production runs it for the ingest queue."""
+    import socket
+
+    class Server:
+        pass
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = Server()
+    server.url = f"redis://127.0.0.1:{port}/0"
+    server.proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                    "--appendonly", "yes", "--appendfsync", "always", "--dir", str(workdir)],
+                                   stdout=subprocess.DEVNULL)
+
+    def stop():
+        server.proc.terminate()
+        server.proc.wait(timeout=10)
+
+    server.stop = stop
+    import redis
+
+    for _ in range(100):
+        try:
+            redis.Redis.from_url(server.url).ping()
+            break
+        except redis.RedisError:
+            time.sleep(0.05)
+    return server
+
+
+def _pid_cpu(pids: set[int]) -> float:
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _drain(redis_url: str, stream: str, timeout: float = 120.0) -> float:
+    """Seconds until the writers have stored every queued entry (stream empty, nothing pending)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        try:
+            pending = client.xpending(stream, "writers")["pending"]
+        except redis.ResponseError:
+            pending = 0
+        if client.xlen(stream) == 0 and pending == 0:
+            return time.perf_counter() - started
+        time.sleep(0.05)
+    raise SystemExit(f"the writers did not drain {stream} within {timeout} s")
 
 
 if __name__ == "__main__":

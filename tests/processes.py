@@ -70,11 +70,14 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A private redis-server on a free port that a test can stop and start again (same port, no persistence),
-    to see what the code under test does while Redis is really down rather than mocked."""
+    """A private redis-server on a free port that a test can stop and start again (same port), to see what the
+    code under test does while Redis is really down rather than mocked. No persistence unless `aof`: then the
+    append-only file with `appendfsync always`, as production runs it for the ingest queue (a restart or a
+    SIGKILL keeps every acknowledged write)."""
 
-    def __init__(self, workdir: Path, port: int | None = None):
+    def __init__(self, workdir: Path, port: int | None = None, *, aof: bool = False):
         self.workdir = workdir
+        self.aof = aof
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen | None = None
@@ -83,7 +86,8 @@ class RedisServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             *(["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]),
              "--dir", str(self.workdir)], stdout=log, stderr=subprocess.STDOUT)
         log.close()
         wait_for(self.ping, timeout=10, what=f"redis-server on port {self.port}", interval=0.05)

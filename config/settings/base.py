@@ -329,6 +329,26 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache")}}
 
+# --- Ingest queue (docs/telemetry.md, "Queued ingest") -------------------------------------------------------
+# With Redis, steady-state report batches (no events, no inventory) are acknowledged once appended to a Redis
+# stream and written in batches by `manage.py fleet_writer`; everything else, and everything while Redis is down,
+# is written in the request. Needs a writer running (compose: `writer`; runstack starts one).
+INGEST_QUEUE = env_bool("INGEST_QUEUE", bool(REDIS_URL))
+INGEST_QUEUE_URL = env_str("INGEST_QUEUE_URL", REDIS_URL)
+INGEST_STREAM = env_str("INGEST_STREAM", "fleet:ingest")
+# A request waits at most this long for Redis before writing the batch itself.
+INGEST_QUEUE_TIMEOUT_S = env_int("INGEST_QUEUE_TIMEOUT_MS", 250) / 1000
+# A bound on the stream (Redis memory) when no writer keeps up: past it, batches are written in the request.
+INGEST_QUEUE_MAX_ENTRIES = env_int("INGEST_QUEUE_MAX_ENTRIES", 200_000)
+# Writer: entries per batch, and how long an entry read by a writer that died stays with it before another takes it.
+INGEST_WRITER_BATCH = env_int("INGEST_WRITER_BATCH", 500)
+INGEST_WRITER_CLAIM_IDLE_S = env_int("INGEST_WRITER_CLAIM_IDLE_S", 15)
+# An entry that failed this many deliveries goes to the dead-letter stream `<INGEST_STREAM>:dead`.
+INGEST_WRITER_MAX_DELIVERIES = env_int("INGEST_WRITER_MAX_DELIVERIES", 5)
+# Agent credentials are looked up in the database at most once per this many seconds per credential (Redis);
+# revocation, re-enrolment and node deletion drop the cached entry at once.
+AGENT_CREDENTIAL_CACHE_S = env_int("AGENT_CREDENTIAL_CACHE_S", 30)
+
 # --- Integrations (docs/integrations.md) ----------------------------------------------------------
 # Fernet keys for every secret at rest (integration credentials, SSH keys, executor credentials; fleet/core/crypto),
 # newest first; local and test settings generate one under FLEET_VAR_DIR.

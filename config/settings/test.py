@@ -1,5 +1,7 @@
 """Test settings: the embedded default unless DATABASE_URL / REDIS_URL point at real servers (CI sets them)."""
 
+import os
+
 from .base import *  # noqa: F403
 from .base import DATABASES, FLEET_ENCRYPTION_KEYS, VAR_DIR
 from .env import env_bool, local_encryption_key
@@ -19,3 +21,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 if not env_bool("FLEET_TEST_SHARED_CACHE", False):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 FLEET_ENCRYPTION_KEYS = FLEET_ENCRYPTION_KEYS or [local_encryption_key(VAR_DIR)]
+# The ingest queue and the credential cache need a writer process and a shared Redis: tests that exercise them
+# turn them on themselves (override_settings, or these variables for the processes they start).
+INGEST_QUEUE = env_bool("FLEET_TEST_INGEST_QUEUE", False)
+AGENT_CREDENTIAL_CACHE_S = int(os.environ.get("FLEET_TEST_CREDENTIAL_CACHE_S", "0"))

@@ -47,6 +47,25 @@ def statement(sql: str, *params) -> Statement:
     return Statement(sql, params)
 
 
+def merge(statements: list[Statement]) -> list[Statement]:
+    """Statements with the same SQL and one JSON-array parameter (what `insert_rows` builds) become one with all
+    their rows, in the order of first appearance; anything else is kept as it is. For writers that gather the
+    rows of many requests: the rows must not collide on a conflict key (one statement cannot update a row twice).
+    """
+    merged: dict[str, list[Statement]] = {}
+    for s in statements:
+        merged.setdefault(s.sql, []).append(s)
+    out = []
+    for sql, group in merged.items():
+        if len(group) > 1 and all(len(s.params) == 1 and isinstance(s.params[0], str)
+                                  and s.params[0].startswith("[") for s in group):
+            rows = ",".join(s.params[0][1:-1] for s in group if s.params[0] != "[]")
+            out.append(Statement(sql, (f"[{rows}]",)))
+        else:
+            out.extend(group)
+    return out
+
+
 def execute(statements: list[Statement]) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

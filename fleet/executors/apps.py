@@ -27,7 +27,7 @@ class ExecutorsConfig(AppConfig):
         table = m.AgentAction._meta.db_table  # from model metadata, never from input
         pending_for_node_sql_register(
             f"EXISTS (SELECT 1 FROM {table} a WHERE a.node_id = c.node_id "  # noqa: S608
-            "AND a.state IN ('pending', 'delivered'))")
+            "AND a.state IN ('pending', 'delivered'))", model=m.AgentAction)
         # Audited by this app's services, which keep encrypted keys and secrets out of the entry and record the
         # operator's actions (fingerprint confirmed, bootstrap started, reboot asked); the rest is their log.
         audit_exempt(m.SSHKey, m.SSHHost, m.BootstrapRun, m.BootstrapHost, m.SSHAction, m.AgentAction,

@@ -9,7 +9,7 @@ class TelemetryConfig(AppConfig):
     def ready(self):
         from fleet.core.audit import audit_exempt, audit_register
 
-        from . import models
+        from . import authentication, models  # noqa: F401 (authentication connects the credential cache's receivers)
 
         audit_register(models.EnrollmentToken)
         audit_register(models.NodeCredential)

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from functools import cache
 
+from django.db.models.signals import post_delete, post_save
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
@@ -10,6 +11,7 @@ from fleet.core import rowsets
 
 from .models import NodeCredential
 from .secrets import hash_secret
+from .services.credentials import credential_cache_put, credential_cached, credentials_invalidate
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,14 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
             return None
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Node <credential>'.")
-        # Every agent request passes here: plain SQL, since compiling the equivalent queryset costs more CPU
-        # than running it.
-        row = rowsets.fetch_one(_credential_sql(), hash_secret(header[1].decode(errors="replace")))
+        # Every agent request passes here: the short-lived credential cache first (services/credentials.py), then
+        # plain SQL, since compiling the equivalent queryset costs more CPU than running it.
+        key_hash = hash_secret(header[1].decode(errors="replace"))
+        row = credential_cached(key_hash)
+        if row is None:
+            row = rowsets.fetch_one(_credential_sql(), key_hash)
+            if row is not None:
+                credential_cache_put(key_hash, row)
         if row is None:
             raise exceptions.AuthenticationFailed("Unknown node credential.")
         if row[2] is not None:
@@ -64,10 +71,28 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
 _PENDING_FOR_NODE_SQL: list[str] = []
 
 
-def pending_for_node_sql_register(condition: str) -> None:
+def pending_for_node_sql_register(condition: str, *, model=None) -> None:
+    """`model` (with a `node_id`): creating one of its rows drops the node's cached credential, whose answer to
+    `condition` it changes, so the work is seen on the node's next report rather than after the cache's TTL."""
     if condition not in _PENDING_FOR_NODE_SQL:
         _PENDING_FOR_NODE_SQL.append(condition)
         _credential_sql.cache_clear()
+    if model is not None:
+        post_save.connect(_pending_created, sender=model, dispatch_uid=f"pending-for-node:{model._meta.label}")
+
+
+def _pending_created(sender, instance, created, **kwargs):
+    if created:
+        credentials_invalidate(node_id=instance.node_id)
+
+
+def _credential_changed(sender, instance, **kwargs):
+    """A credential saved (revoked in the admin) or deleted (with its node): no process may go on trusting it."""
+    credentials_invalidate(key_hashes=[instance.key_hash])
+
+
+post_save.connect(_credential_changed, sender=NodeCredential, dispatch_uid="credential-cache-save")
+post_delete.connect(_credential_changed, sender=NodeCredential, dispatch_uid="credential-cache-delete")
 
 
 @cache

@@ -49,6 +49,20 @@ _ENROLL_REFUSED = Counter("fleet_enrollments_refused_total",
 _LATENCY = Histogram("fleet_ingest_seconds", "Time to validate and store one report batch",
                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
 
+# The ingest queue (services/stream.py, services/writer.py).
+_QUEUED = Counter("fleet_reports_queued_total", "Agent reports acknowledged once appended to the ingest stream")
+_QUEUE_UNAVAILABLE = Counter("fleet_ingest_queue_unavailable_total",
+                             "Report batches written in the request because the ingest stream (Redis) was "
+                             "unavailable", ["reason"])
+QUEUE_UNAVAILABLE = _QUEUE_UNAVAILABLE
+CREDENTIAL_CACHE_UNAVAILABLE = Counter("fleet_credential_cache_unavailable_total",
+                                       "Agent requests authenticated from the database because the credential "
+                                       "cache (Redis) was unavailable", ["op"])
+_WRITER_BATCHES = Counter("fleet_writer_batches_total", "Batches of stream entries the writer committed")
+_WRITER_REPORTS = Counter("fleet_writer_reports_total", "Queued reports the writer handled", ["outcome"])
+_WRITER_SECONDS = Histogram("fleet_writer_batch_seconds", "Time to store one batch of stream entries",
+                            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+
 # Clock reasons that are no slowdown (idle, clocks set by an operator or the display, sync boost); any other bit
 # means the clocks are held down by power, heat or a hardware slowdown.
 _IDLE_BITS = (CLOCK_REASON_GPU_IDLE | CLOCK_REASON_APPLICATIONS_CLOCKS_SETTING | CLOCK_REASON_SYNC_BOOST
@@ -60,6 +74,25 @@ def reports_accepted(accepted: int, duplicates: int, seconds: float) -> None:
     if duplicates:
         _DUPLICATES.inc(duplicates)
     _LATENCY.observe(seconds)
+
+
+def reports_queued(count: int) -> None:
+    _QUEUED.inc(count)
+
+
+def ingest_queue_unavailable(reason: str) -> None:
+    _QUEUE_UNAVAILABLE.labels(reason).inc()
+
+
+def writer_batch(*, stored: int, duplicates: int, dead: int, seconds: float) -> None:
+    _WRITER_BATCHES.inc()
+    _REPORTS.inc(stored)
+    _DUPLICATES.inc(duplicates)
+    _WRITER_REPORTS.labels("stored").inc(stored)
+    _WRITER_REPORTS.labels("duplicate").inc(duplicates)
+    if dead:
+        _WRITER_REPORTS.labels("dead_letter").inc(dead)
+    _WRITER_SECONDS.observe(seconds)
 
 
 def reports_rejected(reason: str) -> None:
@@ -129,6 +162,16 @@ class FleetCollector:
         for source in GAUGE_SOURCES:
             yield from source()
 
+        ingest = ingest_queue_depth()
+        if ingest is not None:
+            for name, help_text, value in (
+                    ("fleet_ingest_queue_entries", "Report batches in the ingest stream not yet written", ingest[0]),
+                    ("fleet_ingest_queue_pending", "Ingest stream entries read by a writer, not yet acknowledged",
+                     ingest[1])):
+                family = GaugeMetricFamily(name, help_text)
+                family.add_metric([], value)
+                yield family
+
         depth = queue_depth()
         if depth is not None:
             queue = GaugeMetricFamily("fleet_task_queue_depth", "Messages waiting in the default Celery queue")
@@ -151,12 +194,26 @@ def queue_depth() -> int | None:
     return None
 
 
+def ingest_queue_depth() -> tuple[int, int] | None:
+    """(entries in the stream, entries read but not acknowledged), or None without a queue or when Redis is down."""
+    if not settings.INGEST_QUEUE:
+        return None
+    from .services.stream import stream_depth
+
+    try:
+        return stream_depth()
+    except Exception:  # best effort, like queue_depth
+        return None
+
+
 def render() -> bytes:
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:
-        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _DROPPED, _ENROLL_REFUSED, _LATENCY,
+        for collector in (_REPORTS, _DUPLICATES, _REJECTED, _DROPPED, _ENROLL_REFUSED, _LATENCY, _QUEUED,
+                          _QUEUE_UNAVAILABLE, CREDENTIAL_CACHE_UNAVAILABLE, _WRITER_BATCHES, _WRITER_REPORTS,
+                          _WRITER_SECONDS,
                           *core_metrics.COLLECTORS):
             registry.register(collector)
     registry.register(FleetCollector())

@@ -104,6 +104,9 @@ class ReportAckSerializer(serializers.Serializer):
     accepted = serializers.IntegerField()
     duplicates = serializers.IntegerField()
     dropped = DroppedSerializer(required=False, help_text="Present when stored reports lost some of their content.")
+    queued = serializers.BooleanField(required=False, help_text="Present (true) when the batch was acknowledged "
+                                      "once durable in the ingest queue; a writer stores it within about a second "
+                                      "(docs/agent-protocol.md). `duplicates` is then not yet known (0).")
     actions = serializers.ListField(child=serializers.DictField(), required=False,
                                     help_text="Open actions for this node, signed (docs/executors.md); absent if none")
 

@@ -31,7 +31,8 @@ from ..services.enrollment import (
     node_reenrollment_allow,
     node_reenrollment_cancel,
 )
-from ..services.ingest import NodeMismatch, reports_ingest
+from ..services.ingest import NodeMismatch
+from ..services.stream import reports_accept
 from ..validation import ReportInvalid, validate_batch
 from .filtersets import EventFilterSet
 from .parsers import StrictJSONParser
@@ -189,7 +190,7 @@ class ReportsView(APIView):
             payload = orjson.loads(raw)
             # A NUL can only arrive as the JSON escape, so without one the strings need no sanitising walk.
             reports = validate_batch(payload, now=now, has_nul=b"\\u0000" in raw)
-            result = reports_ingest(node_id=request.user.node_id, reports=reports, now=now)
+            result = reports_accept(node_id=request.user.node_id, reports=reports, now=now)
         except _TooLarge:
             metrics.reports_rejected("too_large")
             limit = settings.AGENT_MAX_BODY_BYTES
@@ -214,12 +215,16 @@ class ReportsView(APIView):
         for hook in REPORT_ANSWER_HOOKS:
             actions.update(hook(node_id=request.user.node_id, signing_key=request.user.action_key,
                                 actions_open=request.user.actions_open, reports=reports, now=now))
-        metrics.reports_accepted(result.accepted, result.duplicates, time.perf_counter() - started)
+        # Queued reports count as stored when a writer has stored them (fleet_writer_reports_total).
+        metrics.reports_accepted(0 if result.queued else result.accepted, result.duplicates,
+                                 time.perf_counter() - started)
         body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
                 "accepted": result.accepted, "duplicates": result.duplicates, **actions}
         if any(result.dropped.values()):
             metrics.items_dropped(result.dropped)
             body["dropped"] = result.dropped
+        if result.queued:
+            body["queued"] = True
         return Response(body)
 
 

@@ -20,6 +20,7 @@ from fleet.inventory.models import Node
 from .. import metrics
 from ..models import EnrollmentToken, NodeCredential, ReenrollmentApproval
 from ..secrets import ENROLLMENT_PREFIX, NODE_CREDENTIAL_PREFIX, hash_secret, new_secret
+from .credentials import credentials_invalidate
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ def node_enroll(*, token_key: str, facts: dict, credential: str | None = None) -
                 node.save(update_fields=["hostname", "instance_id", "instance_type", "state", "updated_at"])
                 NodeCredential.objects.filter(node=node, revoked_at__isnull=True).update(
                     revoked_at=timezone.now())
+                credentials_invalidate(node_id=node.pk)
 
             key, prefix, key_hash = new_secret(NODE_CREDENTIAL_PREFIX)
             NodeCredential.objects.create(node=node, prefix=prefix, key_hash=key_hash, enrolled_with=token)

@@ -74,6 +74,8 @@ class IngestResult:
     duplicates: int = 0
     urgent_events: int = 0
     events: list[int] = field(default_factory=list)
+    # Acknowledged once durable in the ingest stream, written by a writer process (services/stream.py).
+    queued: bool = False
     # What stored reports lost on the way in: events over a limit, new GPUs over the per-node limit, GPU uuids
     # that belong to another node. Never silent: the response and a Prometheus counter carry it.
     dropped: dict[str, int] = field(default_factory=lambda: {"events": 0, "gpus": 0, "gpu_uuid_conflicts": 0})
@@ -82,14 +84,7 @@ class IngestResult:
 def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> IngestResult:
     """Store validated reports (sorted by sequence) for one node. Idempotent per (node, instance, sequence):
     a report at or below the instance's acknowledged sequence, or repeating one in the batch, is a duplicate."""
-    for report in reports:
-        claimed = (report.get("node") or {}).get("node_id")
-        if claimed is not None and claimed != node_id:
-            raise NodeMismatch(f"report names node {claimed}, credential belongs to node {node_id}")
-    instances = {r["agent"]["instance_id"] for r in reports}
-    if len(instances) != 1:
-        raise ValueError("one batch must come from one agent instance")
-    instance_id = instances.pop()
+    instance_id = batch_instance(node_id, reports)
     # A sequence repeated inside the batch (an agent bug or a replay spliced in) is stored once.
     unique = [r for i, r in enumerate(reports) if i == 0 or r["sequence"] != reports[i - 1]["sequence"]]
     result = None
@@ -107,6 +102,18 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
             result = _ingest(node_id, instance_id, unique, now)
     result.duplicates += len(reports) - len(unique)
     return result
+
+
+def batch_instance(node_id: int, reports: list[dict]) -> str:
+    """The agent instance that sent the batch; raises NodeMismatch or ValueError for a batch no path may store."""
+    for report in reports:
+        claimed = (report.get("node") or {}).get("node_id")
+        if claimed is not None and claimed != node_id:
+            raise NodeMismatch(f"report names node {claimed}, credential belongs to node {node_id}")
+    instances = {r["agent"]["instance_id"] for r in reports}
+    if len(instances) != 1:
+        raise ValueError("one batch must come from one agent instance")
+    return instances.pop()
 
 
 def _ingest_steady(node_id: int, instance_id: str, reports: list[dict], now: datetime) -> IngestResult | None:

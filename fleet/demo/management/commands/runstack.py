@@ -1,4 +1,5 @@
-"""Run the whole control plane in one terminal: web, Celery worker, Celery beat (and the demo fleet).
+"""Run the whole control plane in one terminal: web, Celery worker, Celery beat, the ingest writer when Redis is
+configured (and the demo fleet).
 
 Ctrl-C stops every process. This is the embedded default behind `make run`; production runs each
 process on its own (docker-compose.yml).
@@ -14,6 +15,8 @@ import time
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+from fleet.telemetry.services.stream import queue_enabled
 
 
 class Command(BaseCommand):
@@ -44,6 +47,8 @@ class Command(BaseCommand):
             "beat": [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
+        if queue_enabled():  # with Redis: the writer that stores queued report batches (docs/telemetry.md)
+            commands["writer"] = [python, "manage.py", "fleet_writer"]
         if not no_demo and _demo_available():
             commands["demo"] = [python, "manage.py", "demo_fleet", "--server", f"http://{bind}"]
         processes: dict[str, subprocess.Popen] = {}

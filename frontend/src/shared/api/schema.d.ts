@@ -5567,6 +5567,8 @@ export interface components {
             duplicates: number;
             /** @description Present when stored reports lost some of their content. */
             dropped?: components["schemas"]["Dropped"];
+            /** @description Present (true) when the batch was acknowledged once durable in the ingest queue; a writer stores it within about a second (docs/agent-protocol.md). `duplicates` is then not yet known (0). */
+            queued?: boolean;
             /** @description Open actions for this node, signed (docs/executors.md); absent if none */
             actions?: {
                 [key: string]: unknown;

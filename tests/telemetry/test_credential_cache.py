@@ -1,0 +1,94 @@
+"""The agent credential cache (Redis, real server): a report costs no credential query while the entry lives, and
+whatever revokes a credential or gives its node work takes effect on the very next request."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from fleet.inventory.models import Node
+from fleet.telemetry.models import NodeCredential
+from fleet.telemetry.services import credentials, stream
+from fleet.telemetry.services.enrollment import node_enroll
+from tests.processes import RedisServer
+from tests.telemetry.reports import ReportBuilder
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def cache_on(tmp_path):
+    with RedisServer(tmp_path / "redis") as server, override_settings(AGENT_CREDENTIAL_CACHE_S=30,
+                                                                       INGEST_QUEUE_URL=server.url):
+        stream.redis_client.cache_clear()
+        credentials.cache_health.reset()
+        yield server
+    stream.redis_client.cache_clear()
+    credentials.cache_health.reset()
+
+
+def _credential_queries(agent, builder) -> tuple[int, int]:
+    table = NodeCredential._meta.db_table
+    with CaptureQueriesContext(connection) as queries:
+        response = agent.send(builder.report())
+    return response.status_code, sum(1 for q in queries.captured_queries if table in q["sql"])
+
+
+def test_a_known_credential_is_read_from_the_database_once(cache_on, enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    assert agent.send(builder.report(with_inventory=True)).status_code == 200
+    assert _credential_queries(agent, builder) == (200, 0)
+    assert _credential_queries(agent, builder) == (200, 0)
+
+
+def test_re_enrolment_revokes_the_old_credential_at_once(cache_on, enroll, enrollment_token):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    assert agent.send(builder.report(with_inventory=True)).status_code == 200  # now cached
+    node_enroll(token_key=enrollment_token, credential=agent.credential,
+                facts={"machine_id": "0123456789abcdef", "hostname": "gpu-a", "gpu_count": 8})
+    response = agent.send(builder.report())
+    assert response.status_code == 401
+    assert "revoked" in response.json()["error"]["message"]
+
+
+def test_revocation_in_the_admin_and_node_deletion_take_effect_at_once(cache_on, enroll):
+    agent, other = enroll(), enroll(machine_id="fedcba9876543210", hostname="gpu-b")
+    builders = [ReportBuilder(agent.node_id), ReportBuilder(other.node_id)]
+    for a, b in zip((agent, other), builders, strict=True):
+        assert a.send(b.report(with_inventory=True)).status_code == 200
+        assert _credential_queries(a, b) == (200, 0)
+    credential = NodeCredential.objects.get(node_id=agent.node_id)
+    credential.revoked_at = timezone.now()
+    credential.save()  # what the admin does
+    assert agent.send(builders[0].report()).status_code == 401
+    Node.objects.filter(pk=other.node_id).delete()
+    assert other.send(builders[1].report()).status_code == 401
+
+
+def test_a_new_agent_action_is_seen_on_the_next_report(cache_on, enroll):
+    from fleet.executors.models import AgentAction
+
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    assert agent.send(builder.report(with_inventory=True)).status_code == 200
+    assert "actions" not in agent.send(builder.report()).json()  # cached: nothing waiting
+    now = timezone.now()
+    AgentAction.objects.create(node_id=agent.node_id, kind="reboot", not_after=now + timedelta(minutes=10),
+                               created_at=now)
+    body = agent.send(builder.report()).json()
+    assert [a["kind"] for a in body.get("actions", [])] == ["reboot"]
+
+
+def test_agents_authenticate_from_the_database_while_redis_is_down(cache_on, enroll):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    assert agent.send(builder.report(with_inventory=True)).status_code == 200
+    cache_on.stop()
+    assert _credential_queries(agent, builder) == (200, 1)
+    NodeCredential.objects.filter(node_id=agent.node_id).update(revoked_at=timezone.now())
+    assert agent.send(builder.report()).status_code == 401
