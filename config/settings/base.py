@@ -134,9 +134,10 @@ REST_FRAMEWORK = {
         "fleet.core.api.parsers.MultiPartParser",
     ],
     "DEFAULT_FILTER_BACKENDS": [
+        "fleet.core.api.filters.KnownQueryParamsBackend",
         "fleet.core.api.filters.FleetFilterBackend",
         "rest_framework.filters.SearchFilter",
-        "rest_framework.filters.OrderingFilter",
+        "fleet.core.api.filters.FleetOrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "fleet.core.api.pagination.FleetPagination",
     "PAGE_SIZE": 50,

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from fleet.core.api.mixins import AuditedModelViewSet
 from fleet.inventory.models import Node
 
+from ..choices import STEP_ORDER, Severity
 from ..filtersets import FindingFilterSet
 from ..models import Rule, RuleOverride, XidPolicy
 from ..selectors import finding_list, node_triage
@@ -45,9 +46,11 @@ class FindingViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = finding_list()
     filterset_class = FindingFilterSet
-    search_fields = ["summary", "node__hostname", "rule__slug"]
-    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at"]
-    ordering = ["-opened_at"]
+    search_fields = ["summary", "node__hostname", "rule__slug", "rule__title", "node__provider__name"]
+    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at", "id"]
+    # Severity sorts critical → warning → info and step in triage order, never alphabetically.
+    ordering_ranks = {"severity": [s.value for s in Severity], "step": STEP_ORDER}
+    ordering = ["-opened_at", "-id"]
 
     def get_serializer_class(self):
         return FindingDetailSerializer if self.action == "retrieve" else FindingSerializer

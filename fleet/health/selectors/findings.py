@@ -6,7 +6,7 @@ from ..models import Finding
 
 def finding_list() -> QuerySet[Finding]:
     """Findings with what their list and detail views show, newest first."""
-    return Finding.objects.select_related("rule", "node", "gpu")
+    return Finding.objects.select_related("rule", "node", "node__provider", "gpu")
 
 
 def findings_by_severity() -> dict[str, int]:
