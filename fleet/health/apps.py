@@ -7,8 +7,8 @@ class HealthConfig(AppConfig):
     verbose_name = "Health"
 
     def ready(self):
-        from fleet.core.audit import audit_exempt, audit_register
         from fleet.billing import signals as billing_signals
+        from fleet.core.audit import audit_exempt, audit_register
         from fleet.telemetry import signals
         from fleet.telemetry.metrics import gauge_source_register
 

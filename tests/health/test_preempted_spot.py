@@ -12,8 +12,13 @@ from fleet.health.models import Finding
 from fleet.health.services.evaluation import evaluate
 from fleet.inventory.models import Node
 from fleet.telemetry.models import NodeStatus
-from tests.billing.test_services_preemptions import DEADLINE, NOTICE_AT, _notice_event, _status
-from tests.billing.test_services_preemptions import spot_node  # noqa: F401 — the fixture
+from tests.billing.test_services_preemptions import (
+    DEADLINE,
+    NOTICE_AT,
+    _notice_event,
+    _status,
+    spot_node,  # noqa: F401 — the fixture
+)
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
