@@ -314,6 +314,8 @@ class FindingIntakeViewSet(viewsets.ReadOnlyModelViewSet):
 
     queryset = FindingIntake.objects.select_related("incident")
     serializer_class = FindingIntakeSerializer
+    # The key is the finding's 64-bit id: anything longer is a 404 from the router, not an overflow in the database.
+    lookup_value_regex = r"[0-9]{1,18}"
     filterset_fields = ["finding", "outcome", "incident", "finding__node"]
     ordering = ["-decided_at"]
 
