@@ -145,7 +145,9 @@ class PendingConditionSerializer(serializers.Serializer):
     subject = serializers.CharField()
     summary = serializers.CharField()
     since = serializers.DateTimeField()
-    opens_after_s = serializers.IntegerField()
+    opens_after_s = serializers.IntegerField(help_text="The rule's hold time")
+    opens_at = serializers.DateTimeField(help_text="When a finding opens if the condition still holds")
+    opens_in_s = serializers.IntegerField(help_text="Seconds until then, at generated_at")
 
 
 class TriageStepSerializer(serializers.Serializer):
