@@ -65,3 +65,42 @@ def test_comma_lists_on_findings(viewer_api):
     finding(node, "tcp_retransmits", severity="info")
     assert sorted(_ids(viewer_api.get("/api/v1/findings/", {"severity": "critical,warning"}))) == \
         sorted([critical.pk, warning.pk])
+
+
+def test_findings_metric_carries_routing_labels(db):
+    from django.test import Client
+    from prometheus_client.parser import text_string_to_metric_families
+
+    acme = ProviderFactory(name="Acme Cloud", slug="acme")
+    node = NodeFactory(provider=acme, hostname="gpu-7")
+    finding(node, "xid", party="provider")
+    finding(node, "sxid_fatal", party="provider")
+    finding(node, "cpu_steal", party="us")
+    finding(node, "tcp_retransmits", party="us", state="resolved")
+    families = {f.name: f for f in text_string_to_metric_families(Client().get("/metrics").content.decode())}
+    routed = {(s.labels["node"], s.labels["step"], s.labels["responsible_party"], s.labels["provider"],
+               s.labels["severity"]): s.value for s in families["fleet_findings_open"].samples}
+    assert routed == {("gpu-7", "platform_hardware", "provider", "Acme Cloud", "critical"): 2.0,
+                      ("gpu-7", "platform_hardware", "us", "Acme Cloud", "warning"): 1.0}
+    totals = {s.labels["severity"]: s.value for s in families["fleet_findings_open_by_severity"].samples}
+    assert totals == {"critical": 2.0, "warning": 1.0, "info": 0.0}
+
+
+def test_csv_export_of_findings_is_filtered_ordered_and_escaped(viewer_api):
+    import csv
+    import io
+
+    node = NodeFactory(hostname="=HYPERLINK(\"http://evil.example\")")
+    finding(node, "cpu_steal")
+    finding(node, "xid")
+    finding(NodeFactory(), "tcp_retransmits", state="resolved")
+    response = viewer_api.get("/api/v1/findings/export/", {"state": "open", "ordering": "severity"})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/csv")
+    assert response["Content-Disposition"].startswith('attachment; filename="findings-')
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["severity"] for r in rows] == ["critical", "warning"]
+    assert rows[0]["hostname"] == "'=HYPERLINK(\"http://evil.example\")"
+    bad = viewer_api.get("/api/v1/findings/export/", {"colour": "red"})
+    assert bad.status_code == 400 and bad["Content-Type"].startswith("application/json")
+    assert "colour" in bad.json()["error"]["fields"]

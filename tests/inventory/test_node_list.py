@@ -118,3 +118,19 @@ def test_created_node_answers_without_triage_columns(operator_api):
     assert response.status_code == 201, response.content
     assert response.json()["worst_severity"] is None
     assert response.json()["last_report_at"] is None
+
+
+def test_csv_export_of_nodes(viewer_api):
+    import csv
+    import io
+
+    sick = NodeFactory(hostname="sick")
+    NodeFactory(hostname="@fine")
+    finding(sick, "xid")
+    response = viewer_api.get("/api/v1/nodes/export/")
+    assert response.status_code == 200, response.content
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["hostname"] for r in rows] == ["sick", "'@fine"]  # severity order; the formula-like name escaped
+    assert rows[0]["worst_severity"] == "critical" and rows[0]["open_findings"] == "1"
+    only = viewer_api.get("/api/v1/nodes/export/", {"has_findings": "false"})
+    assert [r["hostname"] for r in csv.DictReader(io.StringIO(only.content.decode()))] == ["'@fine"]

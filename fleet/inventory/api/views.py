@@ -1,12 +1,15 @@
 from django.db.models import Count
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from fleet.core.api.errors import DomainError
 from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.renderers import CSVExportMixin, CSVRenderer
 
 from ..filtersets import GPUFilterSet, NodeFilterSet
 from ..models import GPU, Baseline, BoundaryOverride, Pool, Provider, Site, SoftwareStack
@@ -47,7 +50,13 @@ class PoolViewSet(AuditedModelViewSet):
     search_fields = ["name", "instance_type", "gpu_model"]
 
 
-class NodeViewSet(AuditedModelViewSet):
+class NodesCSVRenderer(CSVRenderer):
+    columns = ["id", "hostname", "provider_name", "site_name", "pool_name", "delivery_form", "billing_mode", "state",
+               "worst_severity", "open_findings", "open_since", "headline_party", "last_report_at", "silent",
+               "gpus_seen", "gpus_expected", "instance_id", "instance_type", "provider_support_contact"]
+
+
+class NodeViewSet(CSVExportMixin, AuditedModelViewSet):
     """Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname."""
 
@@ -60,6 +69,13 @@ class NodeViewSet(AuditedModelViewSet):
     # `severity` sorts by rank (critical first, nodes with nothing open last), not alphabetically.
     ordering_aliases = {"severity": "severity_rank"}
     ordering = ["severity", "open_since", "hostname", "id"]
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR},
+                   description="The filtered, ordered nodes list as CSV (up to 10,000 rows; the list's filters, "
+                               "search and ordering; cells escaped against spreadsheet formula injection).")
+    @action(detail=False, methods=["get"], pagination_class=None, renderer_classes=[NodesCSVRenderer, JSONRenderer])
+    def export(self, request):
+        return self.csv_export(request, self.filter_queryset(self.get_queryset()), NodeSerializer, "nodes")
 
     @extend_schema(responses={200: NodeSerializer, 404: OpenApiResponse(description="No node has this hostname"),
                               409: OpenApiResponse(description="Several nodes have this hostname; use the id")},
