@@ -182,6 +182,7 @@ SPECTACULAR_SETTINGS = {
         "TicketActionEnum": "fleet.integrations.choices.TicketAction",
         "MessageStateEnum": "fleet.integrations.choices.MessageState",
         "TicketStateEnum": "fleet.integrations.choices.TicketState",
+        "OverrideKindEnum": "fleet.remediation.choices.OverrideKind",
     },
 }
 
