@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from fleet.core.api.errors import DomainError
 from fleet.core.api.mixins import AuditedModelViewSet
 from fleet.core.api.renderers import CSVExportMixin, CSVRenderer
+from fleet.core.db import without_jit
 
 from ..filtersets import GPUFilterSet, NodeFilterSet
 from ..models import GPU, Baseline, BoundaryOverride, Pool, Provider, Site, SoftwareStack
@@ -70,12 +71,17 @@ class NodeViewSet(CSVExportMixin, AuditedModelViewSet):
     ordering_aliases = {"severity": "severity_rank"}
     ordering = ["severity", "open_since", "hostname", "id"]
 
+    def list(self, request, *args, **kwargs):
+        with without_jit():
+            return super().list(request, *args, **kwargs)
+
     @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR},
                    description="The filtered, ordered nodes list as CSV (up to 10,000 rows; the list's filters, "
                                "search and ordering; cells escaped against spreadsheet formula injection).")
     @action(detail=False, methods=["get"], pagination_class=None, renderer_classes=[NodesCSVRenderer, JSONRenderer])
     def export(self, request):
-        return self.csv_export(request, self.filter_queryset(self.get_queryset()), NodeSerializer, "nodes")
+        with without_jit():
+            return self.csv_export(request, self.filter_queryset(self.get_queryset()), NodeSerializer, "nodes")
 
     @extend_schema(responses={200: NodeSerializer, 404: OpenApiResponse(description="No node has this hostname"),
                               409: OpenApiResponse(description="Several nodes have this hostname; use the id")},
