@@ -3258,7 +3258,7 @@ export interface components {
         /** @description One override (acknowledge, snooze, mark healthy) on many findings at once. */
         BulkOverrideRequest: {
             findings: number[];
-            kind: components["schemas"]["KindB69Enum"];
+            kind: components["schemas"]["OverrideKindEnum"];
             reason: string;
             /** Format: date-time */
             until?: string | null;
@@ -4201,13 +4201,6 @@ export interface components {
             resolve_hold_s?: number;
         };
         /**
-         * @description * `acknowledge` - Acknowledge
-         *     * `snooze` - Snooze until
-         *     * `mark_healthy` - Mark healthy until
-         * @enum {string}
-         */
-        KindB69Enum: "acknowledge" | "snooze" | "mark_healthy";
-        /**
          * @description * `facility` - Facility
          *     * `hardware` - Hardware
          *     * `virtualization` - Virtualization
@@ -4506,7 +4499,7 @@ export interface components {
         NvmlStatusEnum: "ok" | "library_not_found" | "driver_not_loaded" | "no_permission" | "error";
         Override: {
             readonly id: number;
-            kind: components["schemas"]["KindB69Enum"];
+            kind: components["schemas"]["OverrideKindEnum"];
             finding?: number | null;
             gpu?: number | null;
             /** Format: date-time */
@@ -4519,8 +4512,15 @@ export interface components {
             readonly revoked_at: string | null;
             readonly active: boolean;
         };
+        /**
+         * @description * `acknowledge` - Acknowledge
+         *     * `snooze` - Snooze until
+         *     * `mark_healthy` - Mark healthy until
+         * @enum {string}
+         */
+        OverrideKindEnum: "acknowledge" | "snooze" | "mark_healthy";
         OverrideRequest: {
-            kind: components["schemas"]["KindB69Enum"];
+            kind: components["schemas"]["OverrideKindEnum"];
             finding?: number | null;
             gpu?: number | null;
             /** Format: date-time */
