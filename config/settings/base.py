@@ -136,7 +136,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": [
         "fleet.core.api.filters.KnownQueryParamsBackend",
         "fleet.core.api.filters.FleetFilterBackend",
-        "rest_framework.filters.SearchFilter",
+        "fleet.core.api.filters.FleetSearchFilter",
         "fleet.core.api.filters.FleetOrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "fleet.core.api.pagination.FleetPagination",

@@ -150,6 +150,16 @@ def allowed_query_params(request, view) -> set[str]:
     return allowed | _declared_params(request, view)
 
 
+class FleetSearchFilter(SearchFilter):
+    """DRF's search, documented only where the view has search fields (elsewhere `search` is an unknown
+    parameter, not one the docs offer and the view ignores)."""
+
+    def get_schema_operation_parameters(self, view):
+        if not getattr(view, "search_fields", None):
+            return []
+        return super().get_schema_operation_parameters(view)
+
+
 class KnownQueryParamsBackend(BaseFilterBackend):
     """A query parameter the view does not understand is a 400 naming it, never silently ignored: a typo in a
     filter (`?severty=critical`) would otherwise return the whole, unfiltered list."""

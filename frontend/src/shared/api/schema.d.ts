@@ -6499,8 +6499,6 @@ export interface operations {
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
                 /**
                  * @description * `pending` - Waiting for the node's next report
                  *     * `delivered` - Handed to the node
@@ -6777,8 +6775,6 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -6966,8 +6962,6 @@ export interface operations {
                  *     * `node` - Node
                  */
                 scope?: "node" | "pool";
-                /** @description A search term. */
-                search?: string;
                 term_end_after?: string;
                 term_end_before?: string;
             };
@@ -7141,8 +7135,6 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 provider?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -7295,8 +7287,6 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -7444,8 +7434,6 @@ export interface operations {
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
                 ordering?: ("id" | "incident" | "incident__key" | "min_nodes" | "pool" | "reset_at" | "reset_by" | "reset_note" | "scope" | "site" | "state" | "threshold_pct" | "total_nodes" | "tripped_at" | "tripped_reason" | "unhealthy_nodes" | "updated_at" | "window_s" | "-id" | "-incident" | "-incident__key" | "-min_nodes" | "-pool" | "-reset_at" | "-reset_by" | "-reset_note" | "-scope" | "-site" | "-state" | "-threshold_pct" | "-total_nodes" | "-tripped_at" | "-tripped_reason" | "-unhealthy_nodes" | "-updated_at" | "-window_s")[];
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
                 site?: number;
                 /**
                  * @description * `closed` - Closed (automation runs)
@@ -7632,8 +7620,6 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 provider?: number;
-                /** @description A search term. */
-                search?: string;
                 site?: number;
             };
             header?: never;
@@ -8055,8 +8041,6 @@ export interface operations {
                 page_size?: number;
                 pool?: number;
                 provider?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -8259,8 +8243,6 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -8468,8 +8450,6 @@ export interface operations {
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -9476,8 +9456,6 @@ export interface operations {
                 integration?: number;
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
                 ordering?: ("created_at" | "enabled" | "id" | "integration" | "integration__name" | "match" | "name" | "position" | "updated_at" | "-created_at" | "-enabled" | "-id" | "-integration" | "-integration__name" | "-match" | "-name" | "-position" | "-updated_at")[];
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -9955,8 +9933,6 @@ export interface operations {
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -10676,8 +10652,6 @@ export interface operations {
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -10815,8 +10789,6 @@ export interface operations {
             query?: {
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
                 ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-updated_at" | "-verify_quiet_period_s")[];
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -10917,8 +10889,6 @@ export interface operations {
             query?: {
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
                 ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-updated_at" | "-verify_quiet_period_s")[];
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -11733,8 +11703,6 @@ export interface operations {
                 page_size?: number;
                 pool?: number;
                 rule__slug?: string;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -12015,8 +11983,6 @@ export interface operations {
                  *     * `findings` - Findings
                  */
                 page?: "findings" | "nodes";
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -12331,8 +12297,6 @@ export interface operations {
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
                 /**
                  * @description * `queued` - Queued
                  *     * `running` - Running
@@ -12389,8 +12353,6 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
                 /**
                  * @description * `queued` - Queued
                  *     * `running` - Running
@@ -12990,8 +12952,6 @@ export interface operations {
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
