@@ -104,3 +104,10 @@ def test_csv_export_of_findings_is_filtered_ordered_and_escaped(viewer_api):
     bad = viewer_api.get("/api/v1/findings/export/", {"colour": "red"})
     assert bad.status_code == 400 and bad["Content-Type"].startswith("application/json")
     assert "colour" in bad.json()["error"]["fields"]
+
+
+@pytest.mark.parametrize("url", ["/api/v1/findings/export/", "/api/v1/nodes/export/"])
+def test_csv_export_with_an_unknown_format_is_a_json_404(viewer_api, url):
+    response = viewer_api.get(url, {"format": "xlsx"})
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"

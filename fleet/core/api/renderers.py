@@ -64,6 +64,8 @@ class CSVExportMixin:
         return Response(rows, headers={"Content-Disposition": f'attachment; filename="{name}-{stamp}.csv"'})
 
     def finalize_response(self, request, response, *args, **kwargs):
-        if response.status_code >= 400 and isinstance(getattr(request, "accepted_renderer", None), CSVRenderer):
+        # Also when content negotiation itself failed (`?format=nonsense`): DRF would pick the first renderer.
+        accepted = getattr(request, "accepted_renderer", None)
+        if response.status_code >= 400 and (accepted is None or isinstance(accepted, CSVRenderer)):
             request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
