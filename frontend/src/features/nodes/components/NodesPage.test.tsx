@@ -31,7 +31,7 @@ describe("NodesPage", () => {
     await user.click(screen.getByRole("button", { name: "Next page" }));
     await waitFor(() => expect(lastQuery()).toMatchObject({ billing_mode: "spot", search: "aws-00", ordering: "state", page: "2", page_size: "50" }));
     expect(screen.getByRole("columnheader", { name: "State" })).toHaveAttribute("aria-sort", "ascending");
-  });
+  }, 20_000); // many user events: slow when the test machine is busy
 
   it("filters silent nodes on the server", async () => {
     const api = fakeApi({
@@ -77,7 +77,7 @@ describe("NodesPage", () => {
     await user.click(screen.getByRole("checkbox", { name: "Select sick-1" }));
     await user.click(screen.getByRole("button", { name: "Cordon selected" }));
     expect(await screen.findByTestId("nodes-bulk-result")).toHaveTextContent("Not on sick-1: already open");
-  });
+  }, 20_000);
 
   it("says when no node matches", async () => {
     fakeApi({ "GET /api/v1/nodes/": { count: 0, results: [] }, "GET /api/v1/providers/": { count: 0, results: [] }, "GET /api/v1/pools/": { count: 0, results: [] } });
