@@ -139,9 +139,10 @@ REST_FRAMEWORK = {
         "fleet.core.api.parsers.MultiPartParser",
     ],
     "DEFAULT_FILTER_BACKENDS": [
+        "fleet.core.api.filters.KnownQueryParamsBackend",
         "fleet.core.api.filters.FleetFilterBackend",
-        "rest_framework.filters.SearchFilter",
-        "rest_framework.filters.OrderingFilter",
+        "fleet.core.api.filters.FleetSearchFilter",
+        "fleet.core.api.filters.FleetOrderingFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "fleet.core.api.pagination.FleetPagination",
     "PAGE_SIZE": 50,
@@ -186,6 +187,7 @@ SPECTACULAR_SETTINGS = {
         "TicketActionEnum": "fleet.integrations.choices.TicketAction",
         "MessageStateEnum": "fleet.integrations.choices.MessageState",
         "TicketStateEnum": "fleet.integrations.choices.TicketState",
+        "OverrideKindEnum": "fleet.remediation.choices.OverrideKind",
     },
 }
 

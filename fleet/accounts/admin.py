@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from .models import APIToken, User
+from .models import APIToken, SavedView, User
 
 
 @admin.register(User)
@@ -28,3 +28,11 @@ class APITokenAdmin(admin.ModelAdmin):
     list_filter = ("write_enabled",)
     search_fields = ("name", "user__username", "prefix")
     readonly_fields = ("prefix", "key_hash", "last_used_at", "created_at")
+
+
+@admin.register(SavedView)
+class SavedViewAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "page", "query", "updated_at")
+    list_filter = ("page",)
+    search_fields = ("name", "user__username")
+    readonly_fields = ("created_at", "updated_at")

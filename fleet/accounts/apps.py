@@ -13,8 +13,9 @@ class AccountsConfig(AppConfig):
             schema,  # noqa: F401  (registers the OpenAPI auth extension)
             signals,  # noqa: F401  (connects the token revocation on credential changes)
         )
-        from .models import APIToken, User
+        from .models import APIToken, SavedView, User
 
         # Bookkeeping written on every sign-in or token use is no change worth an entry.
         audit_register(User, ignore=("last_login",))
         audit_register(APIToken, ignore=("last_used_at",))
+        audit_register(SavedView)

@@ -38,3 +38,26 @@ class APIToken(models.Model):
         if self.revoked_at is not None:
             return False
         return self.expires_at is None or self.expires_at > timezone.now()
+
+
+class SavedView(models.Model):
+    """A user's named filter set for a console list (nodes, findings): the list's query string, kept per user."""
+
+    class Page(models.TextChoices):
+        NODES = "nodes", "Nodes"
+        FINDINGS = "findings", "Findings"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="saved_views")
+    page = models.CharField(max_length=16, choices=Page.choices)
+    name = models.CharField(max_length=80)
+    query = models.CharField(max_length=2000, blank=True,
+                             help_text="The list's filters as a URL query string, e.g. severity=critical")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["page", "name", "id"]
+        constraints = [models.UniqueConstraint(fields=["user", "page", "name"], name="saved_view_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.user.username}: {self.page} / {self.name}"

@@ -29,6 +29,7 @@ from .models import BillingPlan, PreemptionRecord
 from .selectors.facts import NODE_RELATED, effective_instance_type, effective_site_id
 from .selectors.policies import checkpoint_policy_for_nodes
 from .selectors.terms import ExpiringTerm, expiring_reserved_terms, today_at
+from .signals import nodes_preempted
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,10 @@ def preemption_on_node_silent(*, node_ids: Iterable[int], now: datetime) -> list
     pairs = Q()
     for record in confirmed:
         pairs |= Q(node_id=record.node_id, episode_key=record.episode_key)
-    return list(PreemptionRecord.objects.filter(pairs).select_related("node"))
+    records = list(PreemptionRecord.objects.filter(pairs).select_related("node"))
+    nodes_preempted.send(sender=PreemptionRecord, node_ids=[r.node_id for r in records],
+                         record_ids=[r.pk for r in records], now=now)
+    return records
 
 
 def preemption_confirm_silent(*, node: Node, now: datetime) -> PreemptionRecord | None:
@@ -282,6 +286,7 @@ def preemption_record_by_operator(*, node: Node, actor, at: datetime | None = No
         Node.objects.filter(pk=node.pk).update(state=NodeState.PREEMPTED, updated_at=now)
         audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=node, before={"state": state},
                      after={"state": NodeState.PREEMPTED}, note=f"Marked preempted (preemption {record.pk})")
+        nodes_preempted.send(sender=PreemptionRecord, node_ids=[node.pk], record_ids=[record.pk], now=now)
     return record
 
 

@@ -7,6 +7,7 @@ class HealthConfig(AppConfig):
     verbose_name = "Health"
 
     def ready(self):
+        from fleet.billing import signals as billing_signals
         from fleet.core.audit import audit_exempt, audit_register
         from fleet.telemetry import signals
         from fleet.telemetry.metrics import gauge_source_register
@@ -18,6 +19,8 @@ class HealthConfig(AppConfig):
         # Telemetry sits below health and may not import it: health subscribes to what telemetry announces.
         signals.urgent_events_stored.connect(receivers.evaluate_after_urgent_events,
                                              dispatch_uid="health.evaluate_after_urgent_events")
+        billing_signals.nodes_preempted.connect(receivers.close_findings_of_preempted_nodes,
+                                                dispatch_uid="health.close_findings_of_preempted_nodes")
         gauge_source_register(findings_gauges)
 
         for model in (Rule, RuleOverride, XidPolicy):

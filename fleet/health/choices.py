@@ -67,3 +67,5 @@ class CheckStatus(models.TextChoices):
     PASSED = "passed", "Passed"
     FAILED = "failed", "Failed"
     UNKNOWN = "unknown", "Unknown"
+    # A condition is true but still inside its hold time: no finding yet, but not a pass either.
+    PENDING = "pending", "Forming"

@@ -6,6 +6,7 @@ from rest_framework.exceptions import ValidationError
 
 from .choices import BillingMode, DeliveryForm, NodeState
 from .models import GPU, Node
+from .selectors import node_has_open_findings
 
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9_.\-/]{1,63}$")
 
@@ -21,6 +22,8 @@ class NodeFilterSet(django_filters.FilterSet):
     hostname = django_filters.CharFilter(lookup_expr="icontains")
     silent = django_filters.BooleanFilter(field_name="status__silent",
                                           help_text="Nodes that stopped reporting (true) or are reporting (false)")
+    has_findings = django_filters.BooleanFilter(method="filter_has_findings",
+                                                help_text="Nodes with (true) or without (false) open findings")
     label = django_filters.CharFilter(method="filter_label",
                                       help_text="`key` (has the label) or `key=value`; repeat to AND several.")
 
@@ -28,6 +31,9 @@ class NodeFilterSet(django_filters.FilterSet):
         model = Node
         fields = ["provider", "site", "pool", "delivery_form", "billing_mode", "state", "public_endpoint",
                   "machine_id", "instance_type"]
+
+    def filter_has_findings(self, queryset, name, value):
+        return node_has_open_findings(queryset, value)
 
     def filter_label(self, queryset, name, value):
         for term in self.request.query_params.getlist("label") if self.request else [value]:

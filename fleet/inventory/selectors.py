@@ -3,7 +3,23 @@
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    DateTimeField,
+    Exists,
+    F,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, NullIf
 
 from .boundary import DEFAULT_MATRIX, LAYER_ORDER
 from .choices import BASELINE_STACK_FIELDS, STACK_LIST_FIELDS, BoundarySource
@@ -193,3 +209,66 @@ def baseline_drift(*, baseline: Baseline) -> list[dict]:
         if drift:
             report.append({"node_id": node.pk, "hostname": node.hostname, "drift": drift})
     return report
+
+
+# --- The nodes list: triage columns in one query ----------------------------------------------------------------
+# Findings (health) and node status (telemetry) sit above inventory in the layers, so they are reached here
+# through the reverse relations Django gives Node (`findings`, `status`) and never imported. The values below are
+# the health app's own (`fleet.health.choices`: FindingState.OPEN, Severity, STEP_ORDER);
+# tests/inventory/test_node_list.py checks they match.
+OPEN_STATE = "open"
+SEVERITY_ORDER = ["critical", "warning", "info"]
+STEP_ORDER = ["visibility", "software_chain", "capacity", "platform_hardware"]
+NO_FINDING_RANK = len(SEVERITY_ORDER)
+
+
+def _rank(field: str, order: list[str]) -> Case:
+    return Case(*(When(**{field: value}, then=Value(index)) for index, value in enumerate(order)),
+                default=Value(len(order)), output_field=IntegerField())
+
+
+def _open_findings():
+    finding_model = Node._meta.get_field("findings").related_model
+    return finding_model.objects.filter(node=OuterRef("pk"), state=OPEN_STATE).order_by()
+
+
+def node_list() -> QuerySet[Node]:
+    """Nodes with what the triage list shows, each a column of the same query (no query per row):
+
+    - `severity_rank`: 0 critical, 1 warning, 2 info, 3 nothing open (the worst open finding's severity);
+    - `open_findings`, `open_since` (the oldest open finding's opening time);
+    - `headline_party`: who acts on the triage headline — the first failing step's most severe, oldest finding;
+    - `last_report_at`, `report_interval_s`, `reporting_silent` from the latest report;
+    - `gpus_seen` (in the latest report) and `gpus_expected` (declared, else baseline, else pool; as
+      `expected_gpu_count`).
+    """
+    open_findings = _open_findings()
+    counts = open_findings.values("node").annotate(n=Count("pk")).values("n")
+    oldest = open_findings.values("node").annotate(at=Min("opened_at")).values("at")
+    worst = open_findings.annotate(r=_rank("severity", SEVERITY_ORDER)).order_by("r").values("r")[:1]
+    headline = (open_findings.annotate(step_rank=_rank("step", STEP_ORDER), r=_rank("severity", SEVERITY_ORDER))
+                .order_by("step_rank", "r", "opened_at", "id").values("responsible_party")[:1])
+    return (Node.objects.select_related("provider", "site", "pool")
+            .annotate(severity_rank=Coalesce(Subquery(worst, output_field=IntegerField()), Value(NO_FINDING_RANK)),
+                      open_findings=Coalesce(Subquery(counts, output_field=IntegerField()), Value(0)),
+                      open_since=Subquery(oldest, output_field=DateTimeField()),
+                      headline_party=Subquery(headline, output_field=CharField()),
+                      last_report_at=F("status__received_at"),
+                      report_interval_s=F("status__interval_s"),
+                      reporting_silent=F("status__silent"),
+                      gpus_seen=F("status__gpu_count_seen"),
+                      gpus_expected=Coalesce(
+                          NullIf(F("expected_gpu_count"), Value(0)),
+                          Case(When(baseline__isnull=False, then=F("baseline__gpu_count")),
+                               default=F("pool__baseline__gpu_count")),
+                          F("pool__gpus_per_node"), Value(0), output_field=IntegerField())))
+
+
+def node_has_open_findings(queryset: QuerySet[Node], value: bool) -> QuerySet[Node]:
+    has = Exists(_open_findings())
+    return queryset.filter(has if value else ~has)
+
+
+def severity_name(rank: int | None) -> str | None:
+    """The severity a `severity_rank` stands for; None when nothing is open."""
+    return SEVERITY_ORDER[rank] if rank is not None and rank < len(SEVERITY_ORDER) else None

@@ -105,7 +105,7 @@ try {
   await page.waitForFunction(
     (provider) => {
       const rows = [...document.querySelectorAll('[data-testid="node-row"]')];
-      return rows.length > 0 && rows.every((row) => row.children[1]?.textContent === provider);
+      return rows.length > 0 && rows.every((row) => row.querySelector('[data-col="provider"]')?.textContent === provider);
     },
     CLOUD_PROVIDER,
   );

@@ -82,15 +82,21 @@ def test_nvml_unavailable_blocks_the_later_steps():
     assert triage["headline"].startswith("Step 1 — NVML unavailable: the NVIDIA kernel driver is not loaded")
 
 
-def test_pending_conditions_are_shown_on_a_passing_step():
+def test_a_condition_inside_its_hold_time_is_pending_never_passed():
     node = healthy_node()
     set_status(node, tcp_retrans_pct=4.0)
     evaluate(now=T0)
-    step3 = node_triage(node=node, now=T0 + timedelta(seconds=5))["steps"][2]
-    assert step3["status"] == "passed"
+    triage = node_triage(node=node, now=T0 + timedelta(seconds=60))
+    step3 = triage["steps"][2]
+    assert step3["status"] == "pending"
     assert step3["pending"][0]["rule"] == "tcp_retransmits"
     assert step3["pending"][0]["opens_after_s"] == 300
-    assert step3["reason"].startswith("pending: TCP retransmits 4.00 %")
+    assert step3["pending"][0]["opens_in_s"] == 240
+    assert step3["pending"][0]["opens_at"] == T0 + timedelta(seconds=300)
+    assert step3["reason"].startswith("forming, opens in 4 min: TCP retransmits 4.00 %")
+    assert triage["headline"].startswith("Step 3 — forming, opens in 4 min")
+    assert "passed" not in triage["headline"]
+    assert [s["status"] for s in triage["steps"]] == ["passed", "passed", "pending", "passed"]
 
 
 def test_triage_api(viewer_api):

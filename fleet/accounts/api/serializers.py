@@ -1,13 +1,15 @@
+import re
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.password_validation import validate_password
+from django.http import QueryDict
 from django.utils import timezone
 from rest_framework import serializers
 
 from fleet.core.models import AuditEntry
 
-from ..models import APIToken, User
+from ..models import APIToken, SavedView, User
 from ..services import api_token_default_expiry, user_create, user_update
 
 
@@ -95,3 +97,41 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         model = AuditEntry
         fields = ["id", "at", "actor", "actor_label", "action", "object_type", "object_id", "object_repr",
                   "before", "after", "note"]
+
+
+_QUERY_KEY = re.compile(r"^[a-z_]{1,40}$")
+# What a saved view may not carry: paging and the format are not filters.
+_NOT_FILTERS = {"page", "page_size", "format"}
+
+
+class SavedViewSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SavedView
+        fields = ["id", "page", "name", "query", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+        validators = []  # the unique (user, page, name) check below names the field
+
+    def validate_name(self, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise serializers.ValidationError("Give the view a name.")
+        return value
+
+    def validate_query(self, value: str) -> str:
+        value = value.strip().lstrip("?")
+        params = QueryDict(value)
+        bad = sorted(key for key in params if not _QUERY_KEY.match(key) or key in _NOT_FILTERS)
+        if bad:
+            raise serializers.ValidationError(f"Not a list filter: {', '.join(repr(k[:40]) for k in bad)}.")
+        return params.urlencode()
+
+    def validate(self, attrs):
+        user = self.context["request"].user
+        page = attrs.get("page", getattr(self.instance, "page", None))
+        name = attrs.get("name", getattr(self.instance, "name", None))
+        clash = SavedView.objects.filter(user=user, page=page, name=name)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError({"name": [f"You already have a {page} view named {name!r}."]})
+        return attrs

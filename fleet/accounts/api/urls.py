@@ -1,12 +1,13 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from .views import APITokenViewSet, AuditEntryViewSet, MeView, SessionView, UserViewSet
+from .views import APITokenViewSet, AuditEntryViewSet, MeView, SavedViewViewSet, SessionView, UserViewSet
 
 router = SimpleRouter()
 router.register("users", UserViewSet, basename="user")
 router.register("tokens", APITokenViewSet, basename="apitoken")
 router.register("audit", AuditEntryViewSet)
+router.register("saved-views", SavedViewViewSet, basename="savedview")
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),

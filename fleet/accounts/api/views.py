@@ -13,7 +13,7 @@ from fleet.core.models import AuditEntry
 
 from ..choices import Role
 from ..http import client_address, enforce_csrf
-from ..models import APIToken, User
+from ..models import APIToken, SavedView, User
 from ..services import (
     api_token_create,
     api_token_revoke,
@@ -28,6 +28,7 @@ from .serializers import (
     AuditEntrySerializer,
     LoginSerializer,
     MeSerializer,
+    SavedViewSerializer,
     SessionSerializer,
     UserSerializer,
 )
@@ -144,3 +145,22 @@ class SessionView(APIView):
     def delete(self, request):
         logout(request)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SavedViewViewSet(viewsets.ModelViewSet):
+    """Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
+    their own; any role may keep them (they change nothing in the fleet)."""
+
+    serializer_class = SavedViewSerializer
+    queryset = SavedView.objects.none()
+    write_role = Role.VIEWER
+    filterset_fields = ["page"]
+    pagination_class = None
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return SavedView.objects.none()
+        return SavedView.objects.filter(user=self.request.user)
+
+    def perform_create(self, serializer):
+        serializer.save(user=self.request.user)

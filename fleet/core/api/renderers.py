@@ -4,7 +4,10 @@ import csv
 import io
 import re
 
+from django.utils import timezone
 from rest_framework import renderers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
 
 # A cell a spreadsheet would read as a formula (OWASP "CSV injection"): =cmd|..., +HYPERLINK(...), -2+3, @SUM,
 # or one that starts with a tab or carriage return, which some spreadsheets skip before looking at the rest.
@@ -45,3 +48,24 @@ class CSVRenderer(renderers.BaseRenderer):
         for row in self.rows(data):
             writer.writerow([csv_cell(row.get(column)) for column in self.columns])
         return buffer.getvalue().encode(self.charset)
+
+
+class CSVExportMixin:
+    """For a view with a CSV download: errors stay JSON in the one error shape even when CSV was asked for, and
+    a download answers with an attachment name. `csv_export(request, queryset, serializer_class, name)` renders
+    up to `CSV_EXPORT_MAX_ROWS` rows of the filtered, ordered list (no paging)."""
+
+    CSV_EXPORT_MAX_ROWS = 10_000
+
+    def csv_export(self, request, queryset, serializer_class, name: str):
+        rows = serializer_class(queryset[:self.CSV_EXPORT_MAX_ROWS], many=True,
+                                context=self.get_serializer_context()).data
+        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+        return Response(rows, headers={"Content-Disposition": f'attachment; filename="{name}-{stamp}.csv"'})
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        # Also when content negotiation itself failed (`?format=nonsense`): DRF would pick the first renderer.
+        accepted = getattr(request, "accepted_renderer", None)
+        if response.status_code >= 400 and (accepted is None or isinstance(accepted, CSVRenderer)):
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)

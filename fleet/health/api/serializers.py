@@ -15,10 +15,16 @@ class FindingSerializer(serializers.ModelSerializer):
     pool = serializers.IntegerField(source="node.pool_id", read_only=True, allow_null=True)
     gpu_index = serializers.IntegerField(source="gpu.index", read_only=True, allow_null=True, default=None)
     step_number = serializers.SerializerMethodField()
+    provider = serializers.IntegerField(source="node.provider_id", read_only=True)
+    provider_name = serializers.CharField(source="node.provider.name", read_only=True)
+    provider_support_contact = serializers.CharField(
+        source="node.provider.support_contact", read_only=True,
+        help_text="How to reach the provider's support (from the provider record); blank when not set.")
 
     class Meta:
         model = Finding
-        fields = ["id", "rule", "rule_title", "node", "hostname", "pool", "gpu", "gpu_index", "subject", "state",
+        fields = ["id", "rule", "rule_title", "node", "hostname", "pool", "provider", "provider_name",
+                  "provider_support_contact", "gpu", "gpu_index", "subject", "state",
                   "step", "step_number", "layer", "severity", "summary", "responsible_party",
                   "responsibility_source", "action_kind", "recommended_action", "xid_policy_version", "first_seen",
                   "opened_at", "last_seen", "resolved_at", "resolution"]
@@ -139,7 +145,9 @@ class PendingConditionSerializer(serializers.Serializer):
     subject = serializers.CharField()
     summary = serializers.CharField()
     since = serializers.DateTimeField()
-    opens_after_s = serializers.IntegerField()
+    opens_after_s = serializers.IntegerField(help_text="The rule's hold time")
+    opens_at = serializers.DateTimeField(help_text="When a finding opens if the condition still holds")
+    opens_in_s = serializers.IntegerField(help_text="Seconds until then, at generated_at")
 
 
 class TriageStepSerializer(serializers.Serializer):

@@ -9,8 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.renderers import CSVExportMixin, CSVRenderer
 from fleet.inventory.models import Node
 
+from ..choices import STEP_ORDER, Severity
 from ..filtersets import FindingFilterSet
 from ..models import Rule, RuleOverride, XidPolicy
 from ..selectors import finding_list, node_triage
@@ -40,17 +42,33 @@ def _evidence_response(request, bundle: dict, name: str) -> Response:
     return Response(bundle, headers={"Content-Disposition": disposition})
 
 
-class FindingViewSet(viewsets.ReadOnlyModelViewSet):
+class FindingsCSVRenderer(CSVRenderer):
+    columns = ["id", "severity", "state", "hostname", "step_number", "step", "layer", "rule", "summary",
+               "responsible_party", "provider_name", "provider_support_contact", "action_kind", "recommended_action",
+               "gpu_index", "first_seen", "opened_at", "last_seen", "resolved_at", "resolution"]
+
+
+class FindingViewSet(CSVExportMixin, viewsets.ReadOnlyModelViewSet):
     """Findings of the health engine; filter by node, pool, severity, step, layer, responsible party, state."""
 
     queryset = finding_list()
     filterset_class = FindingFilterSet
-    search_fields = ["summary", "node__hostname", "rule__slug"]
-    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at"]
-    ordering = ["-opened_at"]
+    search_fields = ["summary", "node__hostname", "rule__slug", "rule__title", "node__provider__name"]
+    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at", "id"]
+    # Severity sorts critical → warning → info and step in triage order, never alphabetically.
+    ordering_ranks = {"severity": [s.value for s in Severity], "step": STEP_ORDER}
+    ordering = ["-opened_at", "-id"]
 
     def get_serializer_class(self):
         return FindingDetailSerializer if self.action == "retrieve" else FindingSerializer
+
+    @extend_schema(responses={(200, "text/csv"): OpenApiTypes.STR},
+                   description="The filtered, ordered findings as CSV (up to 10,000 rows; the list's filters, "
+                               "search and ordering; cells escaped against spreadsheet formula injection).")
+    @action(detail=False, methods=["get"], pagination_class=None,
+            renderer_classes=[FindingsCSVRenderer, JSONRenderer])
+    def export(self, request):
+        return self.csv_export(request, self.filter_queryset(self.get_queryset()), FindingSerializer, "findings")
 
     @extend_schema(parameters=[_FORMAT], responses=_EVIDENCE_RESPONSES,
                    description="The finding's evidence bundle: the finding with its routing, the node, the GPU "

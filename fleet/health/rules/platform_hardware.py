@@ -4,7 +4,7 @@ throttling, SXid). Xid rules live in `xid.py`."""
 from django.db.models import F, Q
 from django.utils.dateparse import parse_datetime
 
-from fleet.inventory.choices import Layer
+from fleet.inventory.choices import Layer, NodeState
 from fleet.telemetry.choices import EventKind
 from fleet_agent.protocol import (
     ADVISORY_NOTICE_KINDS,
@@ -327,6 +327,9 @@ def _preemption_notice(node, params, ctx):
     status = node.status
     if status is None:
         return None
+    if node.state == NodeState.PREEMPTED:
+        # Reclaimed: the preemption record (billing) is the record now, not a "deadline passed" finding.
+        return []
     now, window = ctx.now, params["window_s"]
     notices = []
     if status.get("notice_kind") in RECLAIM_NOTICE_KINDS:

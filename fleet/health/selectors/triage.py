@@ -48,8 +48,12 @@ def node_triage(*, node: Node, now: datetime | None = None) -> dict:
     steps = []
     for step in STEP_ORDER:
         step_findings = [f for f in findings if f.step == step]
-        step_pending = [{"rule": c.rule.slug, "subject": c.subject, "summary": c.summary, "since": c.first_true_at,
-                         "opens_after_s": c.rule.duration_s} for c in pending if c.rule.step == step]
+        step_pending = sorted(
+            ({"rule": c.rule.slug, "subject": c.subject, "summary": c.summary, "since": c.first_true_at,
+              "opens_after_s": c.rule.duration_s, "opens_at": c.first_true_at + timedelta(seconds=c.rule.duration_s),
+              "opens_in_s": max(0, round((c.first_true_at + timedelta(seconds=c.rule.duration_s) - now)
+                                         .total_seconds()))}
+             for c in pending if c.rule.step == step), key=lambda p: p["opens_at"])
         causes = [f for f in step_findings if f.pk not in explained_by]
         if causes:
             verdict, reason = CheckStatus.FAILED, causes[0].summary
@@ -64,9 +68,13 @@ def node_triage(*, node: Node, now: datetime | None = None) -> dict:
             reason = f"NVML unavailable ({status.get_nvml_status_display()}); waiting for the condition to hold"
         elif nvml_down:
             verdict, reason = CheckStatus.UNKNOWN, "blocked: NVML is unavailable (step 1)"
+        elif step_pending:
+            # Inside its hold time a condition is forming: never a pass (the console shows it amber).
+            first = step_pending[0]
+            verdict = CheckStatus.PENDING
+            reason = f"forming, opens in {_duration(first['opens_in_s'])}: {first['summary']}"
         else:
-            verdict = CheckStatus.PASSED
-            reason = "pending: " + step_pending[0]["summary"] if step_pending else "no problem found"
+            verdict, reason = CheckStatus.PASSED, "no problem found"
         steps.append({"step": step, "number": step_number(step), "title": TriageStep(step).label,
                       "status": verdict, "reason": reason, "findings": step_findings, "pending": step_pending})
 
@@ -149,6 +157,9 @@ def _headline(steps: list[dict], explained_by: dict[int, Finding], node: Node) -
     for step in steps:
         if step["status"] == CheckStatus.UNKNOWN:
             return f"Step {step['number']} — unknown: {step['reason']}", None
+    for step in steps:
+        if step["status"] == CheckStatus.PENDING:
+            return f"Step {step['number']} — {step['reason']}", None
     return "All four steps passed", None
 
 
@@ -159,3 +170,14 @@ def root_cause_id(finding_id: int, explained: dict[int, Finding]) -> int:
         current = explained[current].pk
         seen.add(current)
     return current
+
+
+def _duration(seconds: int) -> str:
+    """4 min, 45 s, 2 h 5 min: how long until a forming condition opens a finding."""
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = -(-seconds // 60)  # round up: "opens in 1 min" at 59 s left would be wrong the other way
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"

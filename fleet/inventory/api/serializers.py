@@ -1,7 +1,12 @@
+from datetime import timedelta
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..choices import BASELINE_STACK_FIELDS, STACK_FIELDS, Layer, Owner
 from ..models import GPU, Baseline, BoundaryOverride, Node, Pool, Provider, Site, SoftwareStack
+from ..selectors import severity_name
 
 
 class ProviderSerializer(serializers.ModelSerializer):
@@ -46,18 +51,58 @@ def _validate_labels(value):
     return value
 
 
+# A report older than this many intervals (and at least the floor) counts as silent in the list, as in triage.
+STALE_AFTER_INTERVALS = 3
+MIN_STALE_AFTER_S = 60
+
+
 class NodeSerializer(serializers.ModelSerializer):
     provider_name = serializers.CharField(source="provider.name", read_only=True)
+    provider_support_contact = serializers.CharField(source="provider.support_contact", read_only=True)
     site_name = serializers.CharField(source="site.name", read_only=True, default=None)
     pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
     labels = serializers.JSONField(required=False, validators=[_validate_labels])
+    # The triage columns (`selectors.node_list`); absent on a node just created or changed, then null.
+    worst_severity = serializers.SerializerMethodField(help_text="Severity of the worst open finding; null if none")
+    open_findings = serializers.IntegerField(read_only=True, default=None)
+    open_since = serializers.DateTimeField(read_only=True, default=None,
+                                           help_text="When the oldest open finding opened")
+    headline_party = serializers.ChoiceField(
+        choices=Owner.choices, read_only=True, default=None,
+        help_text="Who acts on the triage headline: the first failing step's most severe, oldest finding")
+    last_report_at = serializers.DateTimeField(read_only=True, default=None,
+                                               help_text="When the latest agent report arrived (null: never)")
+    silent = serializers.SerializerMethodField(
+        help_text="No report for 3 intervals (at least 60 s) or flagged silent; null when it never reported")
+    gpus_seen = serializers.IntegerField(read_only=True, default=None, help_text="GPUs in the latest report")
+    gpus_expected = serializers.IntegerField(read_only=True, default=None,
+                                             help_text="Declared, else the baseline's, else the pool's GPUs per node")
 
     class Meta:
         model = Node
-        fields = ["id", "hostname", "provider", "provider_name", "site", "site_name", "pool", "pool_name",
-                  "delivery_form", "billing_mode", "expected_gpu_count", "expected_gpu_model", "state", "labels",
-                  "public_endpoint", "machine_id", "instance_id", "instance_type", "created_at", "updated_at"]
+        fields = ["id", "hostname", "provider", "provider_name", "provider_support_contact", "site", "site_name",
+                  "pool", "pool_name", "delivery_form", "billing_mode", "expected_gpu_count", "expected_gpu_model",
+                  "state", "labels", "public_endpoint", "machine_id", "instance_id", "instance_type", "created_at",
+                  "updated_at", "worst_severity", "open_findings", "open_since", "headline_party", "last_report_at",
+                  "silent", "gpus_seen", "gpus_expected"]
         read_only_fields = ["created_at", "updated_at"]
+        extra_kwargs = {"updated_at": {"help_text": "When this record was last edited (not when it last reported: "
+                                                    "see last_report_at)"}}
+
+    @extend_schema_field(serializers.ChoiceField(choices=["critical", "warning", "info"], allow_null=True))
+    def get_worst_severity(self, node) -> str | None:
+        rank = getattr(node, "severity_rank", None)
+        return severity_name(rank)
+
+    @extend_schema_field(serializers.BooleanField(allow_null=True))
+    def get_silent(self, node) -> bool | None:
+        received = getattr(node, "last_report_at", None)
+        if received is None:
+            return None
+        if getattr(node, "reporting_silent", False):
+            return True
+        stale_after = max(STALE_AFTER_INTERVALS * (getattr(node, "report_interval_s", None) or 15), MIN_STALE_AFTER_S)
+        return received < timezone.now() - timedelta(seconds=stale_after)
 
 
 class GPUSerializer(serializers.ModelSerializer):

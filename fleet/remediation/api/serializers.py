@@ -354,3 +354,46 @@ class PoolOverviewSerializer(serializers.Serializer):
     breaker_id = serializers.IntegerField(allow_null=True)
     breaker_state = serializers.CharField()
     breaker_incident = serializers.CharField(allow_null=True)
+
+
+MAX_BULK = 200
+
+
+class BulkOverrideSerializer(serializers.Serializer):
+    """One override (acknowledge, snooze, mark healthy) on many findings at once."""
+
+    findings = serializers.PrimaryKeyRelatedField(queryset=Finding.objects.all(), many=True, allow_empty=False)
+    kind = serializers.ChoiceField(choices=OverrideKind.choices)
+    reason = serializers.CharField(max_length=500)
+    until = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+    def validate_findings(self, value):
+        if len(value) > MAX_BULK:
+            raise serializers.ValidationError(f"At most {MAX_BULK} findings at once.")
+        return list({finding.pk: finding for finding in value}.values())
+
+
+class BulkIncidentSerializer(serializers.Serializer):
+    """One operator workflow (cordon, drain, …) opened on many nodes at once."""
+
+    nodes = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all(), many=True, allow_empty=False)
+    workflow = serializers.SlugRelatedField(slug_field="slug", queryset=Workflow.objects.all())
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+    def validate_nodes(self, value):
+        if len(value) > MAX_BULK:
+            raise serializers.ValidationError(f"At most {MAX_BULK} nodes at once.")
+        return list({node.pk: node for node in value}.values())
+
+
+class BulkIncidentRefusalSerializer(serializers.Serializer):
+    node = serializers.IntegerField()
+    hostname = serializers.CharField()
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class BulkIncidentResultSerializer(serializers.Serializer):
+    opened = IncidentSerializer(many=True)
+    refused = BulkIncidentRefusalSerializer(many=True, help_text="Nodes where no incident opened, and why "
+                                                                 "(e.g. incident_exists, node_retired)")

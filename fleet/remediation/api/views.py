@@ -1,3 +1,4 @@
+from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -10,6 +11,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.api.errors import DomainError
 from fleet.core.api.mixins import AuditedModelViewSet
 from fleet.health.api.renderers import EvidenceTextRenderer
 from fleet.inventory.models import Node, Pool
@@ -33,6 +35,9 @@ from ..services.policies import policy_save, policy_table_version
 from ..services.workflows import workflow_save
 from .serializers import (
     BreakerResetSerializer,
+    BulkIncidentResultSerializer,
+    BulkIncidentSerializer,
+    BulkOverrideSerializer,
     CircuitBreakerSerializer,
     CompleteStepSerializer,
     EscalateSerializer,
@@ -102,6 +107,25 @@ class IncidentViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                                                 workflow=data.validated_data["workflow"], actor=request.user,
                                                 note=data.validated_data["note"])
         return self._detail(incident, status.HTTP_201_CREATED)
+
+    @extend_schema(request=BulkIncidentSerializer, responses={200: BulkIncidentResultSerializer, **_ACTION_ERRORS},
+                   description="Open the same operator workflow (e.g. operator-cordon) on several nodes (≤ 200). "
+                               "Each node is its own incident; a node that cannot take one (an open incident of "
+                               "that workflow, retired) is listed under `refused` with the reason, the others open.")
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def bulk(self, request):
+        data = BulkIncidentSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        opened, refused = [], []
+        for node in data.validated_data["nodes"]:
+            try:
+                opened.append(actions.incident_open_manual(node=node, workflow=data.validated_data["workflow"],
+                                                           actor=request.user, note=data.validated_data["note"]))
+            except DomainError as exc:
+                refused.append({"node": node.pk, "hostname": node.hostname, "code": exc.get_codes(),
+                                "message": str(exc.detail)})
+        incidents = incident_list().filter(pk__in=[i.pk for i in opened])
+        return Response(BulkIncidentResultSerializer({"opened": incidents, "refused": refused}).data)
 
     def _run(self, request, pk, serializer_class, fn, **extra):
         # DRF's lookup turns an id that is not a number into a 404 instead of a ValueError.
@@ -301,6 +325,19 @@ class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         serializer.instance = override_create(actor=self.request.user, kind=data["kind"], reason=data["reason"],
                                               finding=data.get("finding"), gpu=data.get("gpu"),
                                               until=data.get("until"))
+
+    @extend_schema(request=BulkOverrideSerializer, responses={201: OverrideSerializer(many=True), **_ACTION_ERRORS},
+                   description="Acknowledge, snooze or mark healthy several findings (≤ 200) with one reason: all "
+                               "or none (a bad `until` changes nothing).")
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def bulk(self, request):
+        data = BulkOverrideSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        with transaction.atomic():
+            overrides = [override_create(actor=request.user, kind=values["kind"], reason=values["reason"],
+                                         finding=finding, until=values["until"]) for finding in values["findings"]]
+        return Response(OverrideSerializer(overrides, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=OverrideSerializer)
     @action(detail=True, methods=["post"])

@@ -6,7 +6,9 @@ import { useNodeFindings } from "@/features/findings/api/getFindings";
 import { TriageChecklist } from "@/features/findings/components/TriageChecklist";
 import { findingTitle, isActive } from "@/features/findings/types/findings";
 import { NodeBillingPanel } from "@/features/billing/components/NodeBillingPanel";
+import { useNodeIncidents } from "@/features/incidents/api/incidents";
 import { NodeRemediationPanel } from "@/features/incidents/components/NodeRemediationPanel";
+import { OPEN_STATES } from "@/features/incidents/types/incidents";
 import { TicketsPanel } from "@/features/integrations/components/TicketsPanel";
 import { useNode } from "@/features/nodes/api/getNode";
 import { useNodeBoundary } from "@/features/nodes/api/getNodeBoundary";
@@ -15,8 +17,10 @@ import { GpuPanel } from "@/features/nodes/components/GpuPanel";
 import { ChangeLogPanel, EventsPanel } from "@/features/nodes/components/HistoryPanels";
 import { InventoryPanel } from "@/features/nodes/components/InventoryPanel";
 import { LiveStatusPanel } from "@/features/nodes/components/LiveStatusPanel";
+import { NodeHeader } from "@/features/nodes/components/NodeHeader";
 import { StackPanel } from "@/features/nodes/components/StackPanel";
 import { ApiError } from "@/shared/api/client";
+import type { Node } from "@/shared/api/types";
 import { Badge } from "@/shared/ui/Badge";
 import { Panel } from "@/shared/ui/Panel";
 import { ErrorState, Loading, NotAvailable } from "@/shared/ui/QueryState";
@@ -60,6 +64,13 @@ function RemediationPanel({ nodeId }: { nodeId: number }) {
   return <NodeRemediationPanel nodeId={nodeId} findings={active} />;
 }
 
+/** The header line with the node's open incident, from the incidents feature. */
+function NodeHeaderWithIncident({ node }: { node: Node }) {
+  const incidents = useNodeIncidents(node.id);
+  const open = (incidents.data ?? []).find((incident) => OPEN_STATES.includes(incident.state));
+  return <NodeHeader node={node} incident={open ? { id: open.id, key: open.key, state: open.state } : null} />;
+}
+
 export function NodeDetailRoute() {
   const { t } = useTranslation();
   const { nodeId } = useParams();
@@ -87,6 +98,7 @@ export function NodeDetailRoute() {
         <Badge tone="info">{t(`deliveryForm.${data.delivery_form}`)}</Badge>{" "}
         <Badge tone="neutral">{data.provider_name}</Badge>
       </h1>
+      <NodeHeaderWithIncident node={data} />
       <BoundaryPanel nodeId={id} providerName={data.provider_name} />
       <TriageChecklist nodeId={id} />
       <RemediationPanel nodeId={id} />

@@ -777,6 +777,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/findings/export/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The filtered, ordered findings as CSV (up to 10,000 rows; the list's filters, search and ordering; cells escaped against spreadsheet formula injection). */
+        get: operations["v1_findings_export_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/fleet/summary/": {
         parameters: {
             query?: never;
@@ -1080,6 +1097,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/incidents/bulk/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Open the same operator workflow (e.g. operator-cordon) on several nodes (≤ 200). Each node is its own incident; a node that cannot take one (an open incident of that workflow, retired) is listed under `refused` with the reason, the others open. */
+        post: operations["v1_incidents_bulk_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/integration-rules/": {
         parameters: {
             query?: never;
@@ -1303,10 +1337,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         get: operations["v1_nodes_list"];
         put?: never;
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         post: operations["v1_nodes_create"];
         delete?: never;
         options?: never;
@@ -1372,16 +1412,28 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         get: operations["v1_nodes_retrieve"];
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         put: operations["v1_nodes_update"];
         post?: never;
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         delete: operations["v1_nodes_destroy"];
         options?: never;
         head?: never;
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         patch: operations["v1_nodes_partial_update"];
         trace?: never;
     };
@@ -1427,7 +1479,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         get: operations["v1_nodes_boundary_list"];
         put?: never;
         post?: never;
@@ -1461,7 +1516,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         get: operations["v1_nodes_drift_retrieve"];
         put?: never;
         post?: never;
@@ -1512,7 +1570,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description A CRUD viewset whose every write lands in the audit log in the same transaction. */
+        /**
+         * @description Nodes with their triage columns (worst open severity, open findings, who acts on the headline, last
+         *     report, GPUs seen / expected). Default order: most severe first, then longest open, then hostname.
+         */
         get: operations["v1_nodes_stacks_list"];
         put?: never;
         post?: never;
@@ -1531,6 +1592,40 @@ export interface paths {
         };
         /** @description Per-node telemetry read endpoints, nested under /nodes/{id}/. */
         get: operations["v1_nodes_status_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/nodes/by-hostname/{hostname}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description One node by its exact hostname (for integrators that know hostnames, not ids). */
+        get: operations["v1_nodes_by_hostname_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/nodes/export/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The filtered, ordered nodes list as CSV (up to 10,000 rows; the list's filters, search and ordering; cells escaped against spreadsheet formula injection). */
+        get: operations["v1_nodes_export_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1597,6 +1692,23 @@ export interface paths {
          *     audited. Snoozed or healthy-marked findings open no incidents.
          */
         post: operations["v1_overrides_revoke_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/overrides/bulk/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Acknowledge, snooze or mark healthy several findings (≤ 200) with one reason: all or none (a bad `until` changes nothing). */
+        post: operations["v1_overrides_bulk_create"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2009,6 +2121,62 @@ export interface paths {
          *     come from code.
          */
         patch: operations["v1_rules_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/saved-views/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
+         *     their own; any role may keep them (they change nothing in the fleet).
+         */
+        get: operations["v1_saved_views_list"];
+        put?: never;
+        /**
+         * @description Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
+         *     their own; any role may keep them (they change nothing in the fleet).
+         */
+        post: operations["v1_saved_views_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/saved-views/{id}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
+         *     their own; any role may keep them (they change nothing in the fleet).
+         */
+        get: operations["v1_saved_views_retrieve"];
+        /**
+         * @description Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
+         *     their own; any role may keep them (they change nothing in the fleet).
+         */
+        put: operations["v1_saved_views_update"];
+        post?: never;
+        /**
+         * @description Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
+         *     their own; any role may keep them (they change nothing in the fleet).
+         */
+        delete: operations["v1_saved_views_destroy"];
+        options?: never;
+        head?: never;
+        /**
+         * @description Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
+         *     their own; any role may keep them (they change nothing in the fleet).
+         */
+        patch: operations["v1_saved_views_partial_update"];
         trace?: never;
     };
     "/api/v1/sites/": {
@@ -3097,6 +3265,32 @@ export interface components {
          * @enum {string}
          */
         BreakerStateEnum: "closed" | "open";
+        BulkIncidentRefusal: {
+            node: number;
+            hostname: string;
+            code: string;
+            message: string;
+        };
+        /** @description One operator workflow (cordon, drain, …) opened on many nodes at once. */
+        BulkIncidentRequest: {
+            nodes: number[];
+            workflow: string;
+            /** @default  */
+            note: string;
+        };
+        BulkIncidentResult: {
+            opened: components["schemas"]["Incident"][];
+            /** @description Nodes where no incident opened, and why (e.g. incident_exists, node_retired) */
+            refused: components["schemas"]["BulkIncidentRefusal"][];
+        };
+        /** @description One override (acknowledge, snooze, mark healthy) on many findings at once. */
+        BulkOverrideRequest: {
+            findings: number[];
+            kind: components["schemas"]["OverrideKindEnum"];
+            reason: string;
+            /** Format: date-time */
+            until?: string | null;
+        };
         /**
          * @description * `rule` - Health rule
          *     * `xid` - Xid
@@ -3618,6 +3812,10 @@ export interface components {
             readonly node: number;
             readonly hostname: string;
             readonly pool: number | null;
+            readonly provider: number;
+            readonly provider_name: string;
+            /** @description How to reach the provider's support (from the provider record); blank when not set. */
+            readonly provider_support_contact: string;
             readonly gpu: number | null;
             readonly gpu_index: number | null;
             readonly subject: string;
@@ -3657,6 +3855,10 @@ export interface components {
             readonly node: number;
             readonly hostname: string;
             readonly pool: number | null;
+            readonly provider: number;
+            readonly provider_name: string;
+            /** @description How to reach the provider's support (from the provider record); blank when not set. */
+            readonly provider_support_contact: string;
             readonly gpu: number | null;
             readonly gpu_index: number | null;
             readonly subject: string;
@@ -4102,6 +4304,7 @@ export interface components {
             hostname: string;
             provider: number;
             readonly provider_name: string;
+            readonly provider_support_contact: string;
             site?: number | null;
             readonly site_name: string;
             pool?: number | null;
@@ -4119,8 +4322,40 @@ export interface components {
             instance_type?: string;
             /** Format: date-time */
             readonly created_at: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When this record was last edited (not when it last reported: see last_report_at)
+             */
             readonly updated_at: string;
+            /** @description Severity of the worst open finding; null if none */
+            readonly worst_severity: (components["schemas"]["WorstSeverityEnum"] | components["schemas"]["NullEnum"]) | null;
+            readonly open_findings: number;
+            /**
+             * Format: date-time
+             * @description When the oldest open finding opened
+             */
+            readonly open_since: string;
+            /**
+             * @description Who acts on the triage headline: the first failing step's most severe, oldest finding
+             *
+             *     * `provider` - Provider
+             *     * `us` - Us
+             *     * `hardware_vendor` - Us + hardware vendor
+             *     * `shared` - Shared
+             *     * `not_applicable` - Not applicable
+             */
+            readonly headline_party: components["schemas"]["OwnerEnum"];
+            /**
+             * Format: date-time
+             * @description When the latest agent report arrived (null: never)
+             */
+            readonly last_report_at: string;
+            /** @description No report for 3 intervals (at least 60 s) or flagged silent; null when it never reported */
+            readonly silent: boolean | null;
+            /** @description GPUs in the latest report */
+            readonly gpus_seen: number;
+            /** @description Declared, else the baseline's, else the pool's GPUs per node */
+            readonly gpus_expected: number;
         };
         NodeBilling: {
             node_id: number;
@@ -4348,6 +4583,12 @@ export interface components {
          * @enum {string}
          */
         OwnerEnum: "provider" | "us" | "hardware_vendor" | "shared" | "not_applicable";
+        /**
+         * @description * `nodes` - Nodes
+         *     * `findings` - Findings
+         * @enum {string}
+         */
+        PageEnum: "nodes" | "findings";
         PaginatedAPITokenList: {
             /** @example 123 */
             count: number;
@@ -5131,6 +5372,12 @@ export interface components {
             pool?: number | null;
             node?: number | null;
         };
+        PatchedSavedViewRequest: {
+            page?: components["schemas"]["PageEnum"];
+            name?: string;
+            /** @description The list's filters as a URL query string, e.g. severity=critical */
+            query?: string;
+        };
         PatchedSiteRequest: {
             name?: string;
             provider?: number | null;
@@ -5191,7 +5438,15 @@ export interface components {
             summary: string;
             /** Format: date-time */
             since: string;
+            /** @description The rule's hold time */
             opens_after_s: number;
+            /**
+             * Format: date-time
+             * @description When a finding opens if the condition still holds
+             */
+            opens_at: string;
+            /** @description Seconds until then, at generated_at */
+            opens_in_s: number;
         };
         PlanStep: {
             index: number;
@@ -5767,6 +6022,23 @@ export interface components {
             /** @default false */
             generate: boolean;
         };
+        SavedView: {
+            readonly id: number;
+            page: components["schemas"]["PageEnum"];
+            name: string;
+            /** @description The list's filters as a URL query string, e.g. severity=critical */
+            query?: string;
+            /** Format: date-time */
+            readonly created_at: string;
+            /** Format: date-time */
+            readonly updated_at: string;
+        };
+        SavedViewRequest: {
+            page: components["schemas"]["PageEnum"];
+            name: string;
+            /** @description The list's filters as a URL query string, e.g. severity=critical */
+            query?: string;
+        };
         Scenario: {
             scenario: string;
             label: string;
@@ -5859,9 +6131,10 @@ export interface components {
          * @description * `passed` - Passed
          *     * `failed` - Failed
          *     * `unknown` - Unknown
+         *     * `pending` - Forming
          * @enum {string}
          */
-        StatusEnum: "passed" | "failed" | "unknown";
+        StatusEnum: "passed" | "failed" | "unknown" | "pending";
         StepActionRequest: {
             /** @description The step this action is meant for; must be the current one */
             step_index?: number | null;
@@ -6187,6 +6460,8 @@ export interface components {
             urgent?: boolean;
             enabled?: boolean;
         };
+        /** @enum {string} */
+        WorstSeverityEnum: "critical" | "warning" | "info";
         XidPolicy: {
             readonly id: number;
             code: number;
@@ -6282,14 +6557,12 @@ export interface operations {
                  */
                 kind?: "collect_evidence" | "dcgm_diag" | "gpu_reset" | "reboot" | "run_hook" | "verify";
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "reported_at" | "-created_at" | "-reported_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
                 /**
                  * @description * `pending` - Waiting for the node's next report
                  *     * `delivered` - Handed to the node
@@ -6446,8 +6719,8 @@ export interface operations {
                 actor?: number;
                 object_id?: string;
                 object_type?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("action" | "actor" | "actor_label" | "after" | "at" | "before" | "id" | "note" | "object_id" | "object_repr" | "object_type" | "-action" | "-actor" | "-actor_label" | "-after" | "-at" | "-before" | "-id" | "-note" | "-object_id" | "-object_repr" | "-object_type")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -6559,15 +6832,13 @@ export interface operations {
         parameters: {
             query?: {
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("container_runtime" | "cuda_driver_version" | "cuda_toolkits" | "driver_version" | "frameworks" | "gpu_count" | "gpu_memory_bytes" | "gpu_model" | "id" | "kernel" | "name" | "node" | "nvidia_container_toolkit" | "os" | "pool" | "updated_at" | "-container_runtime" | "-cuda_driver_version" | "-cuda_toolkits" | "-driver_version" | "-frameworks" | "-gpu_count" | "-gpu_memory_bytes" | "-gpu_model" | "-id" | "-kernel" | "-name" | "-node" | "-nvidia_container_toolkit" | "-os" | "-pool" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -6743,8 +7014,8 @@ export interface operations {
                 billing_mode?: ("on_demand" | "reserved" | "spot")[];
                 currency?: string;
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("id" | "term_end" | "updated_at" | "-id" | "-term_end" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -6755,8 +7026,6 @@ export interface operations {
                  *     * `node` - Node
                  */
                 scope?: "node" | "pool";
-                /** @description A search term. */
-                search?: string;
                 term_end_after?: string;
                 term_end_before?: string;
             };
@@ -6915,8 +7184,8 @@ export interface operations {
                  */
                 layer?: "application" | "cuda_runtime" | "facility" | "framework" | "gpu_driver" | "hardware" | "host_os" | "virtualization";
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "delivery_form" | "id" | "layer" | "node" | "note" | "owner" | "provider" | "-created_at" | "-delivery_form" | "-id" | "-layer" | "-node" | "-note" | "-owner" | "-provider")[];
                 /**
                  * @description * `provider` - Provider
                  *     * `us` - Us
@@ -6930,8 +7199,6 @@ export interface operations {
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 provider?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -7077,15 +7344,13 @@ export interface operations {
         parameters: {
             query?: {
                 applies_to_all_billing_modes?: boolean;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("applies_to_all_billing_modes" | "id" | "max_checkpoint_age_s" | "note" | "pool" | "pool__name" | "updated_at" | "-applies_to_all_billing_modes" | "-id" | "-max_checkpoint_age_s" | "-note" | "-pool" | "-pool__name" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -7230,11 +7495,9 @@ export interface operations {
     v1_circuit_breakers_list: {
         parameters: {
             query?: {
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("id" | "incident" | "incident__key" | "min_nodes" | "pool" | "reset_at" | "reset_by" | "reset_note" | "scope" | "site" | "state" | "threshold_pct" | "total_nodes" | "tripped_at" | "tripped_reason" | "unhealthy_nodes" | "updated_at" | "window_s" | "-id" | "-incident" | "-incident__key" | "-min_nodes" | "-pool" | "-reset_at" | "-reset_by" | "-reset_note" | "-scope" | "-site" | "-state" | "-threshold_pct" | "-total_nodes" | "-tripped_at" | "-tripped_reason" | "-unhealthy_nodes" | "-updated_at" | "-window_s")[];
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
                 site?: number;
                 /**
                  * @description * `closed` - Closed (automation runs)
@@ -7414,15 +7677,13 @@ export interface operations {
         parameters: {
             query?: {
                 currency?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("backup_monthly_per_node" | "bare_metal_monthly_per_gpu" | "currency" | "egress_gb_per_node_month" | "egress_price_per_gb" | "id" | "note" | "ops_hourly_rate" | "ops_hours_per_node_month" | "provider" | "site" | "storage_monthly_per_node" | "updated_at" | "-backup_monthly_per_node" | "-bare_metal_monthly_per_gpu" | "-currency" | "-egress_gb_per_node_month" | "-egress_price_per_gb" | "-id" | "-note" | "-ops_hourly_rate" | "-ops_hours_per_node_month" | "-provider" | "-site" | "-storage_monthly_per_node" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 provider?: number;
-                /** @description A search term. */
-                search?: string;
                 site?: number;
             };
             header?: never;
@@ -7594,8 +7855,8 @@ export interface operations {
                 hostname?: string;
                 /** @description The node's instance type, else its pool's */
                 instance_type?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("billing_mode" | "hostname" | "state" | "-billing_mode" | "-hostname" | "-state")[];
                 /** @description Days of measured utilisation behind the per-utilised figure */
                 period_days?: number;
                 pool?: number;
@@ -7663,8 +7924,8 @@ export interface operations {
                 hostname?: string;
                 /** @description The node's instance type, else its pool's */
                 instance_type?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("billing_mode" | "hostname" | "state" | "-billing_mode" | "-hostname" | "-state")[];
                 /** @description Days of measured utilisation behind the per-utilised figure */
                 period_days?: number;
                 pool?: number;
@@ -7740,8 +8001,8 @@ export interface operations {
                  */
                 event_kind?: ("circuit_breaker.tripped" | "finding.opened" | "finding.resolved" | "incident.approval_needed" | "incident.closed" | "incident.opened" | "incident.step_changed" | "test" | "ticket.acknowledged" | "ticket.requested")[];
                 integration?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("attempts" | "created_at" | "id" | "next_attempt_at" | "-attempts" | "-created_at" | "-id" | "-next_attempt_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -7836,16 +8097,14 @@ export interface operations {
                  *     * `bare_metal_owned` - Bare metal, our own
                  */
                 delivery_form?: "bare_metal_hosted" | "bare_metal_owned" | "cloud_dedicated" | "cloud_shared";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("billing_mode" | "created_at" | "delivery_form" | "expires_at" | "id" | "labels" | "max_uses" | "name" | "pool" | "prefix" | "provider" | "revoked_at" | "site" | "uses" | "-billing_mode" | "-created_at" | "-delivery_form" | "-expires_at" | "-id" | "-labels" | "-max_uses" | "-name" | "-pool" | "-prefix" | "-provider" | "-revoked_at" | "-site" | "-uses")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
                 provider?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -7951,8 +8210,8 @@ export interface operations {
                  */
                 kind?: ("aer" | "agent_error" | "diag" | "gpu_lost" | "gpu_uuid_conflict" | "maintenance" | "preemption_notice" | "rebalance" | "sxid" | "xid")[];
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("at" | "received_at" | "severity" | "-at" | "-received_at" | "-severity")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -8042,15 +8301,13 @@ export interface operations {
                  *     * `webhook` - Signed webhook
                  */
                 executor?: "aws" | "kubernetes" | "slurm" | "webhook";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "executor" | "id" | "pool" | "pool__name" | "settings" | "updated_at" | "-created_at" | "-executor" | "-id" | "-pool" | "-pool__name" | "-settings" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -8239,8 +8496,8 @@ export interface operations {
                 finding?: number;
                 finding__node?: number;
                 incident?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("decided_at" | "finding" | "incident" | "incident__key" | "message" | "outcome" | "policy" | "policy_version" | "retry_at" | "-decided_at" | "-finding" | "-incident" | "-incident__key" | "-message" | "-outcome" | "-policy" | "-policy_version" | "-retry_at")[];
                 /**
                  * @description * `opened` - Opened an incident
                  *     * `attached` - Attached to an open incident
@@ -8258,8 +8515,6 @@ export interface operations {
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -8324,14 +8579,17 @@ export interface operations {
                 node?: number;
                 opened_after?: string;
                 opened_before?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. severity, step sorts by rank (most severe first), not alphabetically. */
+                ordering?: ("first_seen" | "id" | "last_seen" | "opened_at" | "resolved_at" | "severity" | "step" | "-first_seen" | "-id" | "-last_seen" | "-opened_at" | "-resolved_at" | "-severity" | "-step")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
                 provider?: number;
+                provider_slug?: string;
+                /** @description Findings resolved at or after this time */
+                resolved_after?: string;
                 /**
                  * @description * `provider` - Provider
                  *     * `us` - Us
@@ -8361,6 +8619,8 @@ export interface operations {
                  *     * `platform_hardware` - Platform / hardware
                  */
                 step?: ("capacity" | "platform_hardware" | "software_chain" | "visibility")[];
+                /** @description Incremental sync: findings opened, seen again, changed or resolved at or after this time (`last_seen` or `resolved_at` ≥ it). Open findings are seen again on every evaluation cycle. */
+                updated_after?: string;
             };
             header?: never;
             path?: never;
@@ -8435,6 +8695,27 @@ export interface operations {
             };
         };
     };
+    v1_findings_export_retrieve: {
+        parameters: {
+            query?: {
+                format?: "csv" | "json";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+        };
+    };
     v1_fleet_summary_retrieve: {
         parameters: {
             query?: never;
@@ -8459,8 +8740,8 @@ export interface operations {
             query?: {
                 model?: string;
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("compute_capability" | "first_seen" | "id" | "index" | "memory_total_bytes" | "model" | "node" | "node__hostname" | "pci_bus_id" | "present" | "serial" | "updated_at" | "uuid" | "-compute_capability" | "-first_seen" | "-id" | "-index" | "-memory_total_bytes" | "-model" | "-node" | "-node__hostname" | "-pci_bus_id" | "-present" | "-serial" | "-updated_at" | "-uuid")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -8608,8 +8889,8 @@ export interface operations {
                 open?: boolean;
                 opened_after?: string;
                 opened_before?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("closed_at" | "opened_at" | "started_at" | "state" | "-closed_at" | "-opened_at" | "-started_at" | "-state")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -9187,15 +9468,59 @@ export interface operations {
             };
         };
     };
+    v1_incidents_bulk_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkIncidentRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["BulkIncidentRequest"];
+                "multipart/form-data": components["schemas"]["BulkIncidentRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkIncidentResult"];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     v1_integration_rules_list: {
         parameters: {
             query?: {
                 enabled?: boolean;
                 integration?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /** @description A search term. */
-                search?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "enabled" | "id" | "integration" | "integration__name" | "match" | "name" | "position" | "updated_at" | "-created_at" | "-enabled" | "-id" | "-integration" | "-integration__name" | "-match" | "-name" | "-position" | "-updated_at")[];
             };
             header?: never;
             path?: never;
@@ -9351,8 +9676,8 @@ export interface operations {
                  *     * `slack` - Slack incoming webhook
                  */
                 kind?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("backlog" | "config" | "counter__dead_lettered" | "counter__failed" | "counter__sent" | "created_at" | "description" | "enabled" | "id" | "inbound_token_prefix" | "kind" | "max_attempts" | "name" | "resolve_hold_s" | "secret_names" | "updated_at" | "-backlog" | "-config" | "-counter__dead_lettered" | "-counter__failed" | "-counter__sent" | "-created_at" | "-description" | "-enabled" | "-id" | "-inbound_token_prefix" | "-kind" | "-max_attempts" | "-name" | "-resolve_hold_s" | "-secret_names" | "-updated_at")[];
                 /** @description A search term. */
                 search?: string;
             };
@@ -9554,8 +9879,8 @@ export interface operations {
                  *     * `slack` - Slack incoming webhook
                  */
                 kind?: "email" | "jira" | "opsgenie" | "pagerduty" | "servicenow" | "slack" | "webhook";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("backlog" | "config" | "counter__dead_lettered" | "counter__failed" | "counter__sent" | "created_at" | "description" | "enabled" | "id" | "inbound_token_prefix" | "kind" | "max_attempts" | "name" | "resolve_hold_s" | "secret_names" | "updated_at" | "-backlog" | "-config" | "-counter__dead_lettered" | "-counter__failed" | "-counter__sent" | "-created_at" | "-description" | "-enabled" | "-id" | "-inbound_token_prefix" | "-kind" | "-max_attempts" | "-name" | "-resolve_hold_s" | "-secret_names" | "-updated_at")[];
                 /** @description A search term. */
                 search?: string;
             };
@@ -9622,8 +9947,8 @@ export interface operations {
                 hostname?: string;
                 /** @description The node's instance type, else its pool's */
                 instance_type?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("billing_mode" | "hostname" | "state" | "-billing_mode" | "-hostname" | "-state")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -9667,14 +9992,12 @@ export interface operations {
         parameters: {
             query?: {
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("executors" | "node" | "note" | "updated_at" | "-executors" | "-node" | "-note" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -9828,13 +10151,15 @@ export interface operations {
                  *     * `bare_metal_owned` - Bare metal, our own
                  */
                 delivery_form?: ("bare_metal_hosted" | "bare_metal_owned" | "cloud_dedicated" | "cloud_shared")[];
+                /** @description Nodes with (true) or without (false) open findings */
+                has_findings?: boolean;
                 hostname?: string;
                 instance_type?: string;
                 /** @description `key` (has the label) or `key=value`; repeat to AND several. */
                 label?: string;
                 machine_id?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. severity sorts by rank (most severe first), not alphabetically. */
+                ordering?: ("billing_mode" | "created_at" | "delivery_form" | "hostname" | "id" | "last_report_at" | "open_findings" | "open_since" | "severity" | "state" | "updated_at" | "-billing_mode" | "-created_at" | "-delivery_form" | "-hostname" | "-id" | "-last_report_at" | "-open_findings" | "-open_since" | "-severity" | "-state" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -10319,6 +10644,62 @@ export interface operations {
             };
         };
     };
+    v1_nodes_by_hostname_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                hostname: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Node"];
+                };
+            };
+            /** @description No node has this hostname */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Several nodes have this hostname; use the id */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_nodes_export_retrieve: {
+        parameters: {
+            query?: {
+                format?: "csv" | "json";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+        };
+    };
     v1_overrides_list: {
         parameters: {
             query?: {
@@ -10330,14 +10711,12 @@ export interface operations {
                  *     * `mark_healthy` - Mark healthy until
                  */
                 kind?: "acknowledge" | "mark_healthy" | "snooze";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "created_by_label" | "finding" | "gpu" | "id" | "kind" | "reason" | "revoked_at" | "until" | "-created_at" | "-created_by_label" | "-finding" | "-gpu" | "-id" | "-kind" | "-reason" | "-revoked_at" | "-until")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -10424,13 +10803,57 @@ export interface operations {
             };
         };
     };
+    v1_overrides_bulk_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkOverrideRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["BulkOverrideRequest"];
+                "multipart/form-data": components["schemas"]["BulkOverrideRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Override"][];
+                };
+            };
+            /** @description Bad input (names the field) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Viewers cannot act */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not possible in the incident's current state (e.g. step_out_of_order, not_awaiting_approval, incident_closed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     v1_pool_remediation_list: {
         parameters: {
             query?: {
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /** @description A search term. */
-                search?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-updated_at" | "-verify_quiet_period_s")[];
             };
             header?: never;
             path?: never;
@@ -10529,10 +10952,8 @@ export interface operations {
     v1_pool_remediation_overview_list: {
         parameters: {
             query?: {
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
-                /** @description A search term. */
-                search?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-updated_at" | "-verify_quiet_period_s")[];
             };
             header?: never;
             path?: never;
@@ -10566,8 +10987,8 @@ export interface operations {
                  *     * `bare_metal_owned` - Bare metal, our own
                  */
                 delivery_form?: "bare_metal_hosted" | "bare_metal_owned" | "cloud_dedicated" | "cloud_shared";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("billing_mode" | "created_at" | "delivery_form" | "gpu_model" | "gpus_per_node" | "id" | "instance_type" | "max_concurrent_replacements" | "name" | "node_count" | "provider" | "site" | "-billing_mode" | "-created_at" | "-delivery_form" | "-gpu_model" | "-gpus_per_node" | "-id" | "-instance_type" | "-max_concurrent_replacements" | "-name" | "-node_count" | "-provider" | "-site")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -10799,8 +11220,8 @@ export interface operations {
                 confirmed?: boolean;
                 instance_type?: string;
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("at" | "lost_gpu_hours" | "notice_lead_time_s" | "-at" | "-lost_gpu_hours" | "-notice_lead_time_s")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -10865,8 +11286,8 @@ export interface operations {
                 billing_mode?: ("on_demand" | "reserved" | "spot")[];
                 currency?: string;
                 instance_type?: string;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("billing_mode" | "currency" | "gpu_count" | "id" | "instance_type" | "note" | "provider" | "provider__name" | "rate" | "rate_unit" | "term_months" | "updated_at" | "upfront_cost" | "-billing_mode" | "-currency" | "-gpu_count" | "-id" | "-instance_type" | "-note" | "-provider" | "-provider__name" | "-rate" | "-rate_unit" | "-term_months" | "-updated_at" | "-upfront_cost")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -11037,8 +11458,8 @@ export interface operations {
                  *     * `own` - Own datacenter
                  */
                 kind?: "cloud" | "idc" | "own";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("cloud" | "created_at" | "id" | "kind" | "name" | "notes" | "slug" | "support_contact" | "-cloud" | "-created_at" | "-id" | "-kind" | "-name" | "-notes" | "-slug" | "-support_contact")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -11190,8 +11611,8 @@ export interface operations {
         parameters: {
             query?: {
                 enabled?: boolean;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("billing_modes" | "changed_in_version" | "delivery_forms" | "enabled" | "id" | "layers" | "min_recent_remediations" | "name" | "note" | "parties" | "pool" | "priority" | "provider" | "rules" | "severities" | "updated_at" | "workflow" | "xid_actions" | "xid_codes" | "-billing_modes" | "-changed_in_version" | "-delivery_forms" | "-enabled" | "-id" | "-layers" | "-min_recent_remediations" | "-name" | "-note" | "-parties" | "-pool" | "-priority" | "-provider" | "-rules" | "-severities" | "-updated_at" | "-workflow" | "-xid_actions" | "-xid_codes")[];
                 pool?: number;
                 provider?: number;
                 /** @description A search term. */
@@ -11339,16 +11760,14 @@ export interface operations {
     v1_rule_overrides_list: {
         parameters: {
             query?: {
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("clear_hold_s" | "duration_s" | "enabled" | "id" | "note" | "params" | "pool" | "rule" | "updated_at" | "-clear_hold_s" | "-duration_s" | "-enabled" | "-id" | "-note" | "-params" | "-pool" | "-rule" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
                 rule__slug?: string;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -11505,8 +11924,8 @@ export interface operations {
                  *     * `application` - Application
                  */
                 layer?: "application" | "cuda_runtime" | "facility" | "framework" | "gpu_driver" | "hardware" | "host_os" | "virtualization";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("clear_hold_s" | "description" | "duration_s" | "enabled" | "id" | "layer" | "params" | "scope" | "severity" | "slug" | "step" | "title" | "updated_at" | "-clear_hold_s" | "-description" | "-duration_s" | "-enabled" | "-id" | "-layer" | "-params" | "-scope" | "-severity" | "-slug" | "-step" | "-title" | "-updated_at")[];
                 /**
                  * @description * `node` - Node
                  *     * `gpu` - GPU
@@ -11619,13 +12038,164 @@ export interface operations {
             };
         };
     };
+    v1_saved_views_list: {
+        parameters: {
+            query?: {
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "id" | "name" | "page" | "query" | "updated_at" | "-created_at" | "-id" | "-name" | "-page" | "-query" | "-updated_at")[];
+                /**
+                 * @description * `nodes` - Nodes
+                 *     * `findings` - Findings
+                 */
+                page?: "findings" | "nodes";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedView"][];
+                };
+            };
+        };
+    };
+    v1_saved_views_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SavedViewRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SavedViewRequest"];
+                "multipart/form-data": components["schemas"]["SavedViewRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedView"];
+                };
+            };
+        };
+    };
+    v1_saved_views_retrieve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this saved view. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedView"];
+                };
+            };
+        };
+    };
+    v1_saved_views_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this saved view. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SavedViewRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["SavedViewRequest"];
+                "multipart/form-data": components["schemas"]["SavedViewRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedView"];
+                };
+            };
+        };
+    };
+    v1_saved_views_destroy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this saved view. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    v1_saved_views_partial_update: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this saved view. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PatchedSavedViewRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PatchedSavedViewRequest"];
+                "multipart/form-data": components["schemas"]["PatchedSavedViewRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SavedView"];
+                };
+            };
+        };
+    };
     v1_sites_list: {
         parameters: {
             query?: {
                 country?: string;
                 icp_filing_required?: boolean;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("country" | "created_at" | "icp_filing_required" | "id" | "name" | "provider" | "region_code" | "-country" | "-created_at" | "-icp_filing_required" | "-id" | "-name" | "-provider" | "-region_code")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -11786,14 +12356,12 @@ export interface operations {
                  *     * `run_hook` - Run a hook
                  */
                 kind?: "diagnose" | "gpu_reset" | "reboot" | "run_hook";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("finished_at" | "requested_at" | "-finished_at" | "-requested_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
                 /**
                  * @description * `queued` - Queued
                  *     * `running` - Running
@@ -11843,15 +12411,13 @@ export interface operations {
     v1_ssh_bootstraps_list: {
         parameters: {
             query?: {
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("concurrency" | "created_at" | "created_by__username" | "finished_at" | "host_timeout_s" | "hosts" | "id" | "options" | "pool" | "pool__name" | "started_at" | "state" | "-concurrency" | "-created_at" | "-created_by__username" | "-finished_at" | "-host_timeout_s" | "-hosts" | "-id" | "-options" | "-pool" | "-pool__name" | "-started_at" | "-state")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
                 pool?: number;
-                /** @description A search term. */
-                search?: string;
                 /**
                  * @description * `queued` - Queued
                  *     * `running` - Running
@@ -11934,8 +12500,8 @@ export interface operations {
                 host_key_state?: "changed" | "pending" | "trusted" | "unknown";
                 key?: number;
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("address" | "created_at" | "host_key_state" | "last_contact_at" | "port" | "-address" | "-created_at" | "-host_key_state" | "-last_contact_at" | "-port")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -12243,8 +12809,8 @@ export interface operations {
     v1_ssh_keys_list: {
         parameters: {
             query?: {
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "fingerprint" | "host_count" | "id" | "name" | "public_key" | "-created_at" | "-fingerprint" | "-host_count" | "-id" | "-name" | "-public_key")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -12354,8 +12920,8 @@ export interface operations {
                 integration?: number;
                 key?: string;
                 node?: number;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("external_id" | "external_url" | "findings" | "id" | "incident_id" | "integration" | "integration__kind" | "integration__name" | "key" | "last_update_at" | "node" | "opened_at" | "resolve_after" | "resolved_at" | "state" | "subject_kind" | "subject_ref" | "title" | "-external_id" | "-external_url" | "-findings" | "-id" | "-incident_id" | "-integration" | "-integration__kind" | "-integration__name" | "-key" | "-last_update_at" | "-node" | "-opened_at" | "-resolve_after" | "-resolved_at" | "-state" | "-subject_kind" | "-subject_ref" | "-title")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -12445,14 +13011,12 @@ export interface operations {
     v1_tokens_list: {
         parameters: {
             query?: {
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("created_at" | "expires_at" | "id" | "last_used_at" | "name" | "prefix" | "revoked_at" | "user" | "write_enabled" | "-created_at" | "-expires_at" | "-id" | "-last_used_at" | "-name" | "-prefix" | "-revoked_at" | "-user" | "-write_enabled")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
                 page_size?: number;
-                /** @description A search term. */
-                search?: string;
             };
             header?: never;
             path?: never;
@@ -12543,8 +13107,8 @@ export interface operations {
         parameters: {
             query?: {
                 is_active?: boolean;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("date_joined" | "email" | "id" | "is_active" | "is_superuser" | "last_login" | "role" | "username" | "-date_joined" | "-email" | "-id" | "-is_active" | "-is_superuser" | "-last_login" | "-role" | "-username")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -12703,8 +13267,8 @@ export interface operations {
             query?: {
                 built_in?: boolean;
                 enabled?: boolean;
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("built_in" | "description" | "enabled" | "id" | "name" | "slug" | "steps" | "updated_at" | "urgent" | "version" | "-built_in" | "-description" | "-enabled" | "-id" | "-name" | "-slug" | "-steps" | "-updated_at" | "-urgent" | "-version")[];
                 /** @description A search term. */
                 search?: string;
                 urgent?: boolean;
@@ -12851,8 +13415,8 @@ export interface operations {
                  *     * `application` - Application
                  */
                 layer?: "application" | "cuda_runtime" | "facility" | "framework" | "gpu_driver" | "hardware" | "host_os" | "virtualization";
-                /** @description Which field to use when ordering the results. */
-                ordering?: string;
+                /** @description Fields to order by, comma-separated; prefix - for descending. */
+                ordering?: ("action" | "changed_in_version" | "code" | "escalation" | "id" | "layer" | "meaning" | "severity" | "updated_at" | "-action" | "-changed_in_version" | "-code" | "-escalation" | "-id" | "-layer" | "-meaning" | "-severity" | "-updated_at")[];
                 /** @description A search term. */
                 search?: string;
                 /**

@@ -68,3 +68,19 @@ export function formatValue(value: unknown): string {
   if (typeof value === "number" || typeof value === "boolean") return String(value);
   return JSON.stringify(value);
 }
+
+/** A length of time in its largest sensible unit, in the active language: "45 s", "4 min", "3 h", "2 d". */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return dash;
+  const abs = Math.max(0, seconds);
+  const [amount, unit] = abs < 60 ? [abs, "second"] : abs < 3600 ? [Math.ceil(abs / 60), "minute"]
+    : abs < 86400 ? [Math.floor(abs / 3600), "hour"] : [Math.floor(abs / 86400), "day"];
+  return new Intl.NumberFormat(locale(), { style: "unit", unit, unitDisplay: "short", maximumFractionDigits: 0 }).format(amount);
+}
+
+/** Seconds since `value` (an ISO time), or null. */
+export function secondsSince(value: string | null | undefined, now: number = Date.now()): number | null {
+  if (!value) return null;
+  const time = new Date(value).getTime();
+  return Number.isNaN(time) ? null : Math.max(0, Math.round((now - time) / 1000));
+}

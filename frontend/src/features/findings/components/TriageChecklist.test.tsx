@@ -6,6 +6,7 @@ import { TriageChecklist, TriageChecklistView, orderedSteps } from "./TriageChec
 
 const finding = {
   id: 11, rule: "cuda_driver_too_old", rule_title: "Framework needs a newer CUDA", node: 7, hostname: "gpu-7", pool: null,
+  provider: 1, provider_name: "AWS", provider_support_contact: "",
   gpu: null, gpu_index: null, subject: "node", state: "open", step: "software_chain", step_number: 2, layer: "gpu_driver",
   severity: "critical", summary: "CUDA 12.4 build on a CUDA 12.2 driver", responsible_party: "us",
   responsibility_source: "default", action_kind: "internal_fix", recommended_action: "Upgrade the driver to ≥ 550.",
@@ -66,6 +67,25 @@ describe("TriageChecklist", () => {
   it("writes its own headline from the first failing step when the server gives none", () => {
     render(<TriageChecklistView triage={{ steps: [step("capacity", 3, "failed"), step("platform_hardware", 4, "failed")] }} />);
     expect(screen.getByTestId("triage-headline")).toHaveTextContent("Fails at: Capacity & data path");
+  });
+
+  it("shows a condition inside its hold time amber as forming, never as passed", () => {
+    const forming = { rule: "tcp_retransmits", subject: "node", summary: "TCP retransmits 4.00 %", since: "2026-01-01T00:00:00Z",
+      opens_after_s: 300, opens_at: "2026-01-01T00:05:00Z", opens_in_s: 240 };
+    render(<TriageChecklistView triage={{
+      headline: "Step 3 — forming, opens in 4 min: TCP retransmits 4.00 %",
+      steps: [step("visibility", 1, "passed"), step("software_chain", 2, "passed"),
+        { ...step("capacity", 3, "pending"), pending: [forming] }, step("platform_hardware", 4, "passed")],
+    }} />);
+    const headline = screen.getByTestId("triage-headline");
+    expect(headline).toHaveAttribute("data-tone", "warn");
+    expect(headline).toHaveTextContent("Step 3 — forming, opens in 4 min: TCP retransmits 4.00 %");
+    expect(headline).not.toHaveTextContent(/passed/);
+    const capacity = screen.getAllByRole("listitem").find((li) => li.getAttribute("data-step") === "capacity")!;
+    expect(capacity).toHaveClass("checklist__step--warn");
+    expect(capacity).toHaveTextContent("forming");
+    expect(capacity).not.toHaveTextContent("passed");
+    expect(screen.getByTestId("forming")).toHaveTextContent("TCP retransmits 4.00 % — forming, opens in 4 min");
   });
 
   it("offers the evidence bundle in both formats", async () => {

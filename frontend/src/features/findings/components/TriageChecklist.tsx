@@ -2,7 +2,7 @@
 // step passed / failed / unknown with the findings and evidence behind it; the first failing step is the headline.
 import { useTranslation } from "react-i18next";
 import { TRIAGE_STEPS } from "@/shared/lib/domain";
-import { formatRelative } from "@/shared/lib/format";
+import { formatDuration, formatRelative } from "@/shared/lib/format";
 import { Badge, severityTone, type Tone } from "@/shared/ui/Badge";
 import { Panel } from "@/shared/ui/Panel";
 import { QueryState } from "@/shared/ui/QueryState";
@@ -19,7 +19,8 @@ export function orderedSteps(triage: Pick<Triage, "steps">): Array<Partial<Triag
 function statusTone(status: string): Tone {
   if (status === "passed" || status === "pass" || status === "ok") return "good";
   if (status === "failed" || status === "fail") return "bad";
-  if (status === "warning" || status === "degraded") return "warn";
+  // A condition inside its hold time: amber "forming", never a green pass.
+  if (status === "warning" || status === "degraded" || status === "pending") return "warn";
   return "muted";
 }
 
@@ -35,19 +36,29 @@ export function TriageChecklistView({ triage }: { triage: Pick<Triage, "steps"> 
   // Findings another open finding explains (the server's `consequences`): shown on their step, marked with the cause.
   const summaries = new Map(steps.flatMap((s) => s.findings ?? []).map((f) => [f.id, f.summary]));
   const causeOf = new Map((triage.consequences ?? []).map((c) => [c.finding, summaries.get(c.root_cause) ?? c.explained_by_rule]));
+  const anyUnknown = steps.some((s) => s.status === "unknown");
+  const firstForming = firstFailing || anyUnknown ? undefined : steps.find((s) => s.status === "pending");
+  const forming = firstForming?.pending?.[0];
+  let headline = triage.headline || (firstFailing
+    ? t("triage.failedAt", { step: t(`step.${firstFailing.step}`, { defaultValue: firstFailing.step }) })
+    : t("triage.allPassed"));
+  if (firstForming) {
+    headline = t("triageList.formingHeadline", { n: firstForming.number ?? TRIAGE_STEPS.indexOf(firstForming.step) + 1,
+      time: formatDuration(forming?.opens_in_s ?? 0), summary: forming?.summary || forming?.rule || "" });
+  }
+  const headlineTone = firstFailing ? "bad" : firstForming ? "warn" : anyUnknown ? "muted" : "good";
   return (
     <>
-      <p className={`headline ${firstFailing ? "headline--bad" : "headline--good"}`} data-testid="triage-headline" role="status">
-        {triage.headline || (firstFailing
-          ? t("triage.failedAt", { step: t(`step.${firstFailing.step}`, { defaultValue: firstFailing.step }) })
-          : t("triage.allPassed"))}
+      <p className={`headline headline--${headlineTone}`} data-testid="triage-headline" data-tone={headlineTone} role="status">
+        {headline}
       </p>
       {triage.fresh === false && triage.last_report_at ? (
         <p className="muted small">{t("triage.stale", { when: formatRelative(triage.last_report_at) })}</p>
       ) : null}
       <ol className="checklist" data-testid="triage-checklist">
         {steps.map((result, index) => (
-          <li key={result.step} className={`checklist__step checklist__step--${statusTone(result.status)}`} data-step={result.step}>
+          <li key={result.step} className={`checklist__step checklist__step--${statusTone(result.status)}`} data-step={result.step}
+            data-status={result.status}>
             <div className="checklist__head">
               <span className="checklist__icon" aria-hidden="true">{statusIcon(result.status)}</span>
               <span className="checklist__name">
@@ -55,7 +66,9 @@ export function TriageChecklistView({ triage }: { triage: Pick<Triage, "steps"> 
               </span>
               <Badge tone={statusTone(result.status)}>{t(`stepStatus.${result.status}`, { defaultValue: result.status })}</Badge>
             </div>
-            <p className="muted small">{result.reason || t(`stepHint.${result.step}`, { defaultValue: "" })}</p>
+            <p className="muted small">{result.status === "pending" && result.pending?.length
+              ? t("triageList.forming", { time: formatDuration(result.pending[0].opens_in_s) })
+              : result.reason || t(`stepHint.${result.step}`, { defaultValue: "" })}</p>
             {result.findings?.length ? (
               <ul className="checklist__findings">
                 {result.findings.map((finding) => (
@@ -80,8 +93,8 @@ export function TriageChecklistView({ triage }: { triage: Pick<Triage, "steps"> 
             {result.pending?.length ? (
               <ul className="checklist__pending">
                 {result.pending.map((pending) => (
-                  <li key={`${pending.rule}-${pending.subject}`} className="muted small">
-                    {t("triage.pending", { summary: pending.summary || pending.rule, seconds: Math.round(pending.opens_after_s) })}
+                  <li key={`${pending.rule}-${pending.subject}`} className="small text-warn" data-testid="forming">
+                    {t("triageList.formingItem", { summary: pending.summary || pending.rule, time: formatDuration(pending.opens_in_s) })}
                   </li>
                 ))}
               </ul>
