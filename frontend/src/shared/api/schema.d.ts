@@ -6833,7 +6833,7 @@ export interface operations {
             query?: {
                 node?: number;
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
-                ordering?: ("container_runtime" | "cuda_driver_version" | "cuda_toolkits" | "driver_version" | "frameworks" | "gpu_count" | "gpu_memory_bytes" | "gpu_model" | "id" | "kernel" | "name" | "node" | "nvidia_container_toolkit" | "os" | "pool" | "updated_at" | "-container_runtime" | "-cuda_driver_version" | "-cuda_toolkits" | "-driver_version" | "-frameworks" | "-gpu_count" | "-gpu_memory_bytes" | "-gpu_model" | "-id" | "-kernel" | "-name" | "-node" | "-nvidia_container_toolkit" | "-os" | "-pool" | "-updated_at")[];
+                ordering?: ("container_runtime" | "cuda_driver_version" | "cuda_toolkits" | "driver_version" | "frameworks" | "gpu_count" | "gpu_memory_bytes" | "gpu_model" | "gsp_firmware_version" | "ib_port_count" | "ib_rate_gbps" | "id" | "kernel" | "mig_mode" | "name" | "node" | "nvidia_container_toolkit" | "os" | "pool" | "updated_at" | "-container_runtime" | "-cuda_driver_version" | "-cuda_toolkits" | "-driver_version" | "-frameworks" | "-gpu_count" | "-gpu_memory_bytes" | "-gpu_model" | "-gsp_firmware_version" | "-ib_port_count" | "-ib_rate_gbps" | "-id" | "-kernel" | "-mig_mode" | "-name" | "-node" | "-nvidia_container_toolkit" | "-os" | "-pool" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
