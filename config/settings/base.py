@@ -181,6 +181,7 @@ SPECTACULAR_SETTINGS = {
         "TicketActionEnum": "fleet.integrations.choices.TicketAction",
         "MessageStateEnum": "fleet.integrations.choices.MessageState",
         "TicketStateEnum": "fleet.integrations.choices.TicketState",
+        "NodeEventKindEnum": "fleet.telemetry.choices.EventKind",
     },
 }
 
