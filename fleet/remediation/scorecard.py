@@ -5,6 +5,9 @@ first seen (or the window's start) to now. Findings count when they opened in th
 those whose responsible party is the provider (hardware or platform faults it must fix). Incidents count when
 they opened in the window, by the provider of their node (or their own provider for pool-wide ones).
 Remediation owns the scorecard because it is the app that sees both findings (health) and incidents.
+
+A rate needs exposure to mean anything: below `MIN_GPU_DAYS` (one GPU-day) the rates are null, not "one
+finding in an hour of one GPU = 24,000 per 1,000 GPU-days"; the counts are still there.
 """
 
 from collections import defaultdict
@@ -37,8 +40,11 @@ class ProviderScore:
     incidents_per_1k_gpu_days: Decimal | None
 
 
+MIN_GPU_DAYS = Decimal(1)
+
+
 def _rate(count: int, gpu_days: Decimal) -> Decimal | None:
-    if gpu_days <= 0:
+    if gpu_days < MIN_GPU_DAYS:
         return None
     return (Decimal(count) * 1000 / gpu_days).quantize(Decimal("0.01"), ROUND_HALF_UP)
 

@@ -94,7 +94,7 @@ def live_server_url(console_dist, django_db_setup, tmp_path_factory):
 
 def run_console_script(*, base_url: str, artifacts: Path, env: dict, timeout: int = 120,
                        script: str = "console.mjs") -> subprocess.CompletedProcess:
-    """Run a browser script (console.mjs by default); its screenshots replace what an earlier run left in `artifacts`."""
+    """Run a browser script (console.mjs by default); its screenshots replace what an earlier run left."""
     shutil.rmtree(artifacts, ignore_errors=True)
     artifacts.mkdir(parents=True)
     return subprocess.run(

@@ -160,3 +160,14 @@ def test_provider_scorecard_per_thousand_gpu_days(viewer_api, faulty_cloud_node)
     assert row["incidents"] == Incident.objects.filter(node=faulty_cloud_node).count() >= 1
     assert abs(float(row["findings_per_1k_gpu_days"]) - 1000 / gpu_days) < 0.1
     assert viewer_api.get("/api/v1/provider-scorecard/", {"days": 31}).status_code == 400
+
+
+def test_provider_scorecard_gives_no_rate_below_one_gpu_day(viewer_api):
+    """A fleet enrolled an hour ago: its one finding is counted, but no rate is made of an hour's exposure."""
+    pool = pool_for("cloud_dedicated")
+    node = node_in(pool, at=timezone.now())
+    GPU.objects.filter(node=node).update(first_seen=timezone.now() - timedelta(hours=1))
+    fault_and_intake([node], at=timezone.now())
+    row = {r["provider"]: r for r in viewer_api.get("/api/v1/provider-scorecard/").json()}[node.provider.name]
+    assert row["findings"] == 1 and float(row["gpu_days"]) < 1
+    assert row["findings_per_1k_gpu_days"] is None and row["incidents_per_1k_gpu_days"] is None

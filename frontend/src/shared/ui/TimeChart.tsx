@@ -42,6 +42,8 @@ interface TimeChartProps {
   height?: number;
   /** Stack bar lines: each bar sits on the ones before it (the legend still shows each line's own value). */
   stack?: boolean;
+  /** Counts: the y axis steps in whole numbers. */
+  integer?: boolean;
   testId?: string;
 }
 
@@ -94,7 +96,7 @@ function useWidth(element: React.RefObject<HTMLDivElement | null>): number {
 }
 
 export function TimeChart({ label, times, lines, thresholds = [], marks = [], format = (v) => formatNumber(v, 1),
-  yMin, yMax, height = 200, stack = false, testId }: TimeChartProps) {
+  yMin, yMax, height = 200, stack = false, integer = false, testId }: TimeChartProps) {
   const frame = useRef<HTMLDivElement>(null);
   const canvas = useRef<HTMLDivElement>(null);
   const width = useWidth(frame);
@@ -122,7 +124,8 @@ export function TimeChart({ label, times, lines, thresholds = [], marks = [], fo
       cursor: { drag: { x: false, y: false } },
       legend: { show: true, live: true },
       scales: {
-        x: { time: true },
+        // One point (a single month, a fresh fleet) would otherwise stretch the axis over years.
+        x: { time: true, range: (_u, min, max) => (min === max ? [min - 15 * 86_400, max + 15 * 86_400] : [min, max]) },
         y: { range: (_u, dataMin, dataMax) => {
           const top = Math.max(dataMax ?? 1, ...latest.current.thresholds.map((t) => t.value));
           return [yMin ?? Math.min(0, dataMin ?? 0), yMax ?? (top > 0 ? top * 1.05 : 1)];
@@ -130,7 +133,13 @@ export function TimeChart({ label, times, lines, thresholds = [], marks = [], fo
       },
       axes: [
         { stroke: "#555", grid: { stroke: "#eee" } },
-        { stroke: "#555", grid: { stroke: "#eee" }, size: 60, values: (_u, splits) => splits.map((v) => latest.current.format(v)) },
+        {
+          stroke: "#555", grid: { stroke: "#eee" },
+          incrs: integer ? [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000] : undefined,
+          values: (_u, splits) => splits.map((v) => latest.current.format(v)),
+          // Wide enough for the longest label ("¥135,000.00"), so money is never cut off.
+          size: (_u, values) => Math.max(44, ...(values ?? []).map((v) => String(v).length * 7 + 16)),
+        },
       ],
       series: [
         { label: timeZoneLabel(), value: (_u, v) => (v == null ? "—" : formatDateTime(v * 1000)) },
@@ -186,7 +195,7 @@ export function TimeChart({ label, times, lines, thresholds = [], marks = [], fo
       plot.current = null;
     };
     // Rebuilt when the size or the set of lines changes; new data alone goes through setData.
-  }, [width, height, shape, yMin, yMax, stack]);
+  }, [width, height, shape, yMin, yMax, stack, integer]);
 
   const summary = chartSummary(lines, format);
   const points = times.length;

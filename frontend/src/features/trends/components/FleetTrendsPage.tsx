@@ -93,7 +93,7 @@ function FindingsPanel({ range }: { range: ReturnType<typeof asRange> }) {
           const columns = trendColumns(data);
           return (
             <TimeChart testId="chart-findings" label={t("trends.findingsByStep")} times={columns.times} height={260}
-              format={(v) => formatNumber(v)} stack
+              format={(v) => formatNumber(v)} stack integer
               lines={STEPS.map((step, index) => ({ label: t(`step.${step}`), color: STEP_COLORS[index], bars: true,
                 values: columns.values[`open.${step}`] ?? [] }))} />
           );
@@ -119,7 +119,7 @@ function XidPanel() {
       )}>
       <QueryState query={xid} what={t("trends.xidPerDay")} isEmpty={(d) => d.series.length === 0} empty={t("trends.noXid")}>
         {(data) => (
-          <TimeChart testId="chart-xid" label={t("trends.xidPerDay")} times={data.days.map(dayStart)} stack
+          <TimeChart testId="chart-xid" label={t("trends.xidPerDay")} times={data.days.map(dayStart)} stack integer
             format={(v) => formatNumber(v)} height={240}
             lines={data.series.map((row, index) => ({ label: `Xid ${row.code}`, color: PALETTE[index % PALETTE.length],
               bars: true, values: row.counts }))} />
