@@ -55,5 +55,5 @@ describe("BillingPage", () => {
     const field = (await screen.findByLabelText(/^Spot preemptions per node-day/)).closest("label")!;
     expect(await within(field).findByRole("alert")).toHaveTextContent("greater than or equal to 0");
     expect(fake.calls.some((c) => c.url.searchParams.get("spot_preemption_rate") === "-1")).toBe(true);
-  });
+  }, 20_000);
 });

@@ -47,7 +47,7 @@ describe("ProvidersPage", () => {
     const patch = api.calls.find((c) => c.method === "PATCH")!;
     expect(patch.body).toEqual({ support_contact: "+1 206 555 0100" });
     expect(patch.headers["x-csrftoken"]).toBe("abc123");
-  });
+  }, 20_000);
 
   it("shows the server's refusal next to the field it names", async () => {
     providerApi();
@@ -60,5 +60,5 @@ describe("ProvidersPage", () => {
     const slug = await within(form).findByLabelText(/^Slug/);
     expect(within(slug.closest("label")!).getByRole("alert")).toHaveTextContent("provider with this slug already exists.");
     expect(slug).toHaveAttribute("aria-invalid", "true");
-  });
+  }, 20_000);
 });

@@ -48,5 +48,5 @@ describe("node and GPU charts", () => {
     expect(screen.getByTestId("chart-gpu-util-marks")).toHaveTextContent("Xid 79");
     expect(screen.getByTestId("pcie-link")).toHaveTextContent("Gen4 x16 of Gen5 x16");
     expect(screen.getByTestId("pcie-link")).toHaveTextContent("degraded");
-  });
+  }, 20_000);
 });

@@ -39,7 +39,7 @@ describe("RuleOverridesPanel", () => {
     await user.click(within(form).getByRole("button", { name: "Add override" }));
     expect(await within(form).findByText("nope: Unknown parameter.")).toBeInTheDocument();
     expect(fake.calls.filter((c) => c.method === "POST")[0].body).toMatchObject({ rule: "gpu_thermal", pool: 3, params: { nope: 1 } });
-  });
+  }, 20_000);
 
   it("offers a viewer the list only", async () => {
     api();
