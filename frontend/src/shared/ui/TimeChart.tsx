@@ -102,7 +102,15 @@ export function TimeChart({ label, times, lines, thresholds = [], marks = [], fo
   const width = useWidth(frame);
   const drawn = useMemo(() => (stack ? stackValues(lines.map((l) => l.values)) : lines.map((l) => l.values)),
     [lines, stack]);
-  const data = useMemo(() => [times, ...drawn] as uPlot.AlignedData, [times, drawn]);
+  const data = useMemo(() => {
+    // A single point (one month, a fresh fleet) would stretch the time axis over years: frame it with two
+    // empty points a fortnight either side.
+    if (times.length === 1) {
+      const pad = 15 * 86_400;
+      return [[times[0] - pad, times[0], times[0] + pad], ...drawn.map((v) => [null, v[0], null])] as uPlot.AlignedData;
+    }
+    return [times, ...drawn] as uPlot.AlignedData;
+  }, [times, drawn]);
   const latest = useRef({ data, lines, thresholds, marks, format });
   const plot = useRef<uPlot | null>(null);
   const shape = lines.map((l) => `${l.label}|${l.color}|${l.bars ? 1 : 0}`).join(",");
@@ -124,8 +132,7 @@ export function TimeChart({ label, times, lines, thresholds = [], marks = [], fo
       cursor: { drag: { x: false, y: false } },
       legend: { show: true, live: true },
       scales: {
-        // One point (a single month, a fresh fleet) would otherwise stretch the axis over years.
-        x: { time: true, range: (_u, min, max) => (min === max ? [min - 15 * 86_400, max + 15 * 86_400] : [min, max]) },
+        x: { time: true },
         y: { range: (_u, dataMin, dataMax) => {
           const top = Math.max(dataMax ?? 1, ...latest.current.thresholds.map((t) => t.value));
           return [yMin ?? Math.min(0, dataMin ?? 0), yMax ?? (top > 0 ? top * 1.05 : 1)];
@@ -154,7 +161,8 @@ export function TimeChart({ label, times, lines, thresholds = [], marks = [], fo
           spanGaps: false,
           // The legend shows the line's own value, not the stacked height.
           value: (_u: uPlot, _v: number | null, _s: number, at: number | null) => {
-            const own = at == null ? null : latest.current.lines[index]?.values[at];
+            const padded = latest.current.data[0].length !== latest.current.lines[index]?.values.length;
+            const own = at == null ? null : latest.current.lines[index]?.values[padded ? at - 1 : at];
             return own == null ? "—" : latest.current.format(own);
           },
         })),
