@@ -185,15 +185,22 @@ function CostPanel() {
             const value = row ? row[field] : null;
             return value === null || value === undefined ? null : Number(value);
           });
+          // One pair of charts per currency: amounts in different currencies never share an axis.
           return (
             <>
-              <TimeChart testId="chart-cost" label={t("trends.costPerMonth")} times={times} height={200}
-                format={(v) => formatMoney(v, currencies[0] ?? "USD")}
-                lines={currencies.map((c, i) => ({ label: c, color: PALETTE[i % PALETTE.length], bars: true, values: pick(c, "total") }))} />
-              <h3 className="panel__subtitle">{t("trends.costPerUtilisedHour")}</h3>
-              <TimeChart testId="chart-cost-utilised" label={t("trends.costPerUtilisedHour")} times={times} height={180}
-                format={(v) => formatNumber(v, 2)}
-                lines={currencies.map((c, i) => ({ label: c, color: PALETTE[i % PALETTE.length], values: pick(c, "per_utilised_gpu_hour") }))} />
+              {currencies.map((currency, i) => (
+                <div key={currency} data-testid="cost-currency">
+                  {currencies.length > 1 ? <h3 className="panel__subtitle">{currency}</h3> : null}
+                  <TimeChart testId={i === 0 ? "chart-cost" : `chart-cost-${currency}`} label={`${t("trends.costPerMonth")} (${currency})`}
+                    times={times} height={180} yMin={0} format={(v) => formatMoney(v, currency)}
+                    lines={[{ label: currency, color: PALETTE[i % PALETTE.length], bars: true, values: pick(currency, "total") }]} />
+                  <h3 className="panel__subtitle">{t("trends.costPerUtilisedHour")} ({currency})</h3>
+                  <TimeChart testId={i === 0 ? "chart-cost-utilised" : `chart-cost-utilised-${currency}`}
+                    label={`${t("trends.costPerUtilisedHour")} (${currency})`} times={times} height={150} yMin={0}
+                    format={(v) => formatMoney(v, currency)}
+                    lines={[{ label: currency, color: PALETTE[i % PALETTE.length], values: pick(currency, "per_utilised_gpu_hour") }]} />
+                </div>
+              ))}
               <p className="small muted">{t("trends.costNote")}</p>
             </>
           );
