@@ -188,6 +188,7 @@ SPECTACULAR_SETTINGS = {
         "MessageStateEnum": "fleet.integrations.choices.MessageState",
         "TicketStateEnum": "fleet.integrations.choices.TicketState",
         "OverrideKindEnum": "fleet.remediation.choices.OverrideKind",
+        "NodeEventKindEnum": "fleet.telemetry.choices.EventKind",
     },
 }
 

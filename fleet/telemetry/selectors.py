@@ -9,7 +9,7 @@ from django.db.models import Count
 
 from fleet.inventory.models import GPU, Node
 
-from .models import GPUSample, GPUSampleRollup, GPUStatus, NodeSample, NodeSampleRollup, NodeStatus
+from .models import Event, GPUSample, GPUSampleRollup, GPUStatus, NodeSample, NodeSampleRollup, NodeStatus
 from .services.history import finite_mean, history_bucket
 
 NODE_METRICS = ["cpu_busy_pct", "cpu_steal_pct", "cpu_iowait_pct", "mem_used_pct", "load1", "tcp_retrans_pct",
@@ -97,3 +97,59 @@ def fleet_summary() -> dict:
         "by_provider": _counts(nodes, "provider__name"),
         "nvml_unavailable": NodeStatus.objects.filter(node__in=nodes).exclude(nvml_status="ok").count(),
     }
+
+
+# --- Fleet-wide charts -------------------------------------------------------------------------------------
+# Read from the 5-minute rollups where the range allows (one row per GPU per bucket, aggregated in the database
+# to one row per bucket), and from the raw samples only for the last hour.
+
+def fleet_utilisation(*, start: datetime, end: datetime, step: int, now: datetime) -> list[list]:
+    """Mean GPU utilisation (%) of the fleet per bucket of `step` seconds: [[ISO time, mean or None], ...].
+
+    Every bucket of the range is present (None where no GPU reported), so a gap in reporting is a gap in the
+    line rather than a straight line across it. Rollup buckets are weighted by their sample counts.
+    """
+    from django.db.models import ExpressionWrapper, F, FloatField, Sum
+
+    raw_since = now - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
+    # Raw history and rollups both hold means over buckets with a sample count: weight each by its count.
+    weighted = ExpressionWrapper(F("utilization_gpu_pct") * F("samples"), output_field=FloatField())
+    if start >= raw_since and step < 300:
+        rows = (GPUSample.objects.filter(at__gte=start, at__lt=end, samples__gt=0,
+                                         utilization_gpu_pct__isnull=False)
+                .values("at").annotate(total=Sum(weighted), n=Sum("samples")).order_by())
+        pairs = ((row["at"], row["total"], row["n"]) for row in rows)
+    else:
+        rows = (GPUSampleRollup.objects.filter(bucket__gte=start, bucket__lt=end, samples__gt=0,
+                                               utilization_gpu_pct__isnull=False)
+                .values("bucket").annotate(total=Sum(weighted), n=Sum("samples")).order_by())
+        pairs = ((row["bucket"], row["total"], row["n"]) for row in rows)
+    base = int(start.timestamp())
+    sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0])
+    for at, total, n in pairs:
+        if total is None or not n or not math.isfinite(total):
+            continue
+        slot = base + ((int(at.timestamp()) - base) // step) * step
+        sums[slot][0] += total
+        sums[slot][1] += n
+    out = []
+    for slot in range(base, int(end.timestamp()), step):
+        total, n = sums.get(slot, (0.0, 0))
+        out.append([datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(total / n, 2) if n else None])
+    return out
+
+
+def xid_daily(*, start: datetime, end: datetime) -> dict[int, dict[str, int]]:
+    """Xid events per day (UTC) and code: {code: {"YYYY-MM-DD": count}}."""
+    from django.db.models.functions import TruncDate
+
+    from .choices import EventKind
+
+    rows = (Event.objects.filter(kind=EventKind.XID, at__gte=start, at__lt=end, code__isnull=False)
+            .annotate(day=TruncDate("at", tzinfo=start.tzinfo)).values("day", "code").annotate(n=Count("id"))
+            .order_by())
+    out: dict[int, dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        out[row["code"]][row["day"].isoformat()] = row["n"]
+    return dict(out)
+

@@ -92,12 +92,13 @@ def live_server_url(console_dist, django_db_setup, tmp_path_factory):
         yield url
 
 
-def run_console_script(*, base_url: str, artifacts: Path, env: dict, timeout: int = 120) -> subprocess.CompletedProcess:
-    """Run console.mjs; its screenshots replace whatever an earlier run left in `artifacts`."""
+def run_console_script(*, base_url: str, artifacts: Path, env: dict, timeout: int = 120,
+                       script: str = "console.mjs") -> subprocess.CompletedProcess:
+    """Run a browser script (console.mjs by default); its screenshots replace what an earlier run left."""
     shutil.rmtree(artifacts, ignore_errors=True)
     artifacts.mkdir(parents=True)
     return subprocess.run(
-        ["node", str(ROOT / "tests" / "e2e" / "console.mjs")],
+        ["node", str(ROOT / "tests" / "e2e" / script)],
         cwd=ROOT, env={**os.environ, "E2E_BASE_URL": base_url, "E2E_ARTIFACTS": str(artifacts),
                        "CHROMIUM_PATH": CHROMIUM, **env},
         capture_output=True, text=True, timeout=timeout,

@@ -1,6 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from .trends import CostHistoryView
 from .views import (
     BillingPlanViewSet,
     CheckpointPolicyViewSet,
@@ -30,6 +31,7 @@ urlpatterns = [
     path("pools/<int:pk>/what-if/", PoolWhatIfView.as_view(), name="pool-what-if"),
     path("preemption-rates/", PreemptionRateView.as_view(), name="preemption-rates"),
     path("expiring-reserved-terms/", ExpiringReservedTermView.as_view(), name="expiring-reserved-terms"),
+    path("cost-history/", CostHistoryView.as_view(), name="cost-history"),
     path("cost-report/", CostReportView.as_view(), name="cost-report"),
     path("cost-report.csv", CostReportView.as_view(), {"format": "csv"}, name="cost-report-csv"),
     *router.urls,

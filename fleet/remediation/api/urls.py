@@ -1,6 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from .scorecard import ProviderScorecardView
 from .views import (
     CircuitBreakerViewSet,
     ExecutorListView,
@@ -25,6 +26,7 @@ router.register("overrides", OverrideViewSet)
 router.register("finding-intakes", FindingIntakeViewSet)
 
 urlpatterns = [
+    path("provider-scorecard/", ProviderScorecardView.as_view(), name="provider-scorecard"),
     path("executors/", ExecutorListView.as_view(), name="executor-list"),
     path("nodes/<int:node_id>/incidents/", NodeIncidentsView.as_view(), name="node-incidents"),
     *router.urls,

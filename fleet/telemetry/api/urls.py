@@ -1,6 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from .trends import FleetUtilisationView, XidDailyView
 from .views import (
     EnrollmentTokenViewSet,
     EnrollView,
@@ -26,5 +27,7 @@ agent_urlpatterns = [
 
 urlpatterns = [
     path("fleet/summary/", FleetSummaryView.as_view(), name="fleet-summary"),
+    path("fleet/utilisation/", FleetUtilisationView.as_view(), name="fleet-utilisation"),
+    path("fleet/xid-daily/", XidDailyView.as_view(), name="fleet-xid-daily"),
     *router.urls,
 ]

@@ -17,6 +17,7 @@ import { GpuPanel } from "@/features/nodes/components/GpuPanel";
 import { ChangeLogPanel, EventsPanel } from "@/features/nodes/components/HistoryPanels";
 import { InventoryPanel } from "@/features/nodes/components/InventoryPanel";
 import { LiveStatusPanel } from "@/features/nodes/components/LiveStatusPanel";
+import { NodeChartsPanel } from "@/features/nodes/components/NodeChartsPanel";
 import { NodeHeader } from "@/features/nodes/components/NodeHeader";
 import { StackPanel } from "@/features/nodes/components/StackPanel";
 import { ApiError } from "@/shared/api/client";
@@ -107,6 +108,7 @@ export function NodeDetailRoute() {
         <LiveStatusPanel nodeId={id} />
       </div>
       <GpuPanel nodeId={id} />
+      <NodeChartsPanel nodeId={id} />
       <StackPanel nodeId={id} />
       <div className="grid grid--two">
         <ChangeLogPanel nodeId={id} />

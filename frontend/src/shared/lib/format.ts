@@ -33,7 +33,19 @@ export function formatDateTime(value: string | number | Date | null | undefined)
   if (value === null || value === undefined || value === "") return dash;
   const date = value instanceof Date ? value : new Date(value);
   if (Number.isNaN(date.getTime())) return String(value);
-  return new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeStyle: "medium" }).format(date);
+  // One convention everywhere: the browser's local time with its zone named (charts name it under the axis).
+  return new Intl.DateTimeFormat(locale(), {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
+    timeZoneName: "short",
+  }).format(date);
+}
+
+/** The zone every time of the console is shown in: "Europe/Berlin (GMT+1)", "UTC". */
+export function timeZoneLabel(): string {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const short = new Intl.DateTimeFormat("en", { timeZoneName: "short" }).formatToParts(new Date())
+    .find((part) => part.type === "timeZoneName")?.value;
+  return short && short !== zone ? `${zone} (${short})` : zone;
 }
 
 /** "3 min ago" in the active language. */

@@ -1,0 +1,141 @@
+// Users and roles, for admins: the list, a new user (with a role and an initial password), role changes and
+// deactivation. The server decides who may do what (only a superuser changes a superuser); its field errors are
+// shown next to the field.
+import { useState, type FormEvent } from "react";
+import { useTranslation } from "react-i18next";
+import { ApiError } from "@/shared/api/client";
+import type { Role } from "@/shared/api/types";
+import { Can } from "@/shared/auth/Authorization";
+import { useCurrentUser } from "@/shared/auth/session";
+import { useDebounced } from "@/shared/hooks/useDebounced";
+import { formatDateTime } from "@/shared/lib/format";
+import { Badge } from "@/shared/ui/Badge";
+import { FieldError } from "@/shared/ui/FieldError";
+import { Pagination } from "@/shared/ui/Pagination";
+import { Panel } from "@/shared/ui/Panel";
+import { QueryState } from "@/shared/ui/QueryState";
+import { PAGE_SIZE, useCreateUser, useUpdateUser, useUsers, type User } from "../api/accounts";
+
+const ROLES: Role[] = ["viewer", "operator", "admin"];
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+export function UsersPage() {
+  const { t } = useTranslation();
+  return (
+    <div className="page" data-testid="users-page">
+      <h1>{t("users.title")}</h1>
+      <p className="muted">{t("users.intro")}</p>
+      <Can role="admin" fallback={<div className="state state--empty" role="note">{t("users.adminsOnly")}</div>}>
+        <CreateUser />
+        <UserList />
+      </Can>
+    </div>
+  );
+}
+
+function CreateUser() {
+  const { t } = useTranslation();
+  const create = useCreateUser();
+  const [username, setUsername] = useState("");
+  const [email, setEmail] = useState("");
+  const [role, setRole] = useState<Role>("viewer");
+  const [password, setPassword] = useState("");
+  const fields = create.error instanceof ApiError ? create.error.fields : {};
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    create.mutate({ username: username.trim(), email: email.trim(), role, password, is_active: true },
+      { onSuccess: () => { setUsername(""); setEmail(""); setPassword(""); setRole("viewer"); } });
+  };
+  return (
+    <Panel title={t("users.create")}>
+      <form className="form-grid" onSubmit={submit} aria-label={t("users.create")} data-testid="user-form">
+        <label className="field"><span>{t("users.username")}</span>
+          <input value={username} required maxLength={150} onChange={(e) => setUsername(e.target.value)} aria-invalid={Boolean(fields.username) || undefined} />
+          <FieldError errors={fields.username} /></label>
+        <label className="field"><span>{t("users.email")}</span>
+          <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} aria-invalid={Boolean(fields.email) || undefined} />
+          <FieldError errors={fields.email} /></label>
+        <label className="field"><span>{t("users.role")}</span>
+          <select value={role} onChange={(e) => setRole(e.target.value as Role)}>
+            {ROLES.map((r) => <option key={r} value={r}>{t(`role.${r}`)}</option>)}
+          </select>
+          <FieldError errors={fields.role} /></label>
+        <label className="field"><span>{t("users.password")}</span>
+          <input type="password" autoComplete="new-password" value={password} required onChange={(e) => setPassword(e.target.value)} aria-invalid={Boolean(fields.password) || undefined} />
+          <FieldError errors={fields.password} /></label>
+        <div className="form-grid__actions">
+          <button type="submit" className="btn btn--primary" disabled={create.isPending}>{create.isPending ? t("action.saving") : t("users.submit")}</button>
+        </div>
+        {create.isError && !Object.keys(fields).some((k) => ["username", "email", "role", "password"].includes(k))
+          ? <div className="state state--error" role="alert">{errorText(create.error)}</div> : null}
+        {create.isSuccess ? <p className="state state--ok" role="status">{t("users.created", { name: create.data.username })}</p> : null}
+      </form>
+    </Panel>
+  );
+}
+
+function UserRow({ user, self }: { user: User; self: boolean }) {
+  const { t } = useTranslation();
+  const update = useUpdateUser();
+  const fields = update.error instanceof ApiError ? update.error.fields : {};
+  return (
+    <tr data-testid="user-row">
+      <th scope="row">{user.username} {user.is_superuser ? <Badge tone="info">{t("users.superuser")}</Badge> : null}</th>
+      <td>{user.email || "—"}</td>
+      <td>
+        <select aria-label={t("users.roleOf", { name: user.username })} value={user.role} disabled={update.isPending || self}
+          onChange={(e) => update.mutate({ id: user.id, body: { role: e.target.value as Role } })}>
+          {ROLES.map((r) => <option key={r} value={r}>{t(`role.${r}`)}</option>)}
+        </select>
+        <FieldError errors={fields.role} />
+      </td>
+      <td>
+        <label className="toggle">
+          <input type="checkbox" checked={user.is_active ?? true} disabled={update.isPending || self}
+            aria-label={t("users.activeOf", { name: user.username })}
+            onChange={(e) => update.mutate({ id: user.id, body: { is_active: e.target.checked } })} />
+          {user.is_active ? t("users.active") : t("users.inactive")}
+        </label>
+        <FieldError errors={fields.is_active} />
+        {update.isError && !fields.role && !fields.is_active ? <span className="field__error" role="alert">{errorText(update.error)}</span> : null}
+      </td>
+      <td>{formatDateTime(user.last_login)}</td>
+    </tr>
+  );
+}
+
+function UserList() {
+  const { t } = useTranslation();
+  const me = useCurrentUser();
+  const [page, setPage] = useState(1);
+  const [search, setSearch] = useState("");
+  const debounced = useDebounced(search, 300);
+  const users = useUsers(page, debounced);
+  return (
+    <Panel title={t("users.list")} actions={(
+      <label className="field field--inline"><span>{t("users.search")}</span>
+        <input type="search" value={search} onChange={(e) => { setSearch(e.target.value); setPage(1); }} /></label>
+    )}>
+      <QueryState query={users} what={t("users.list")} isEmpty={(d) => d.count === 0}>
+        {(data) => (
+          <>
+            <div className="table-wrap">
+              <table className="table" data-testid="users-table">
+                <caption className="visually-hidden">{t("users.list")}</caption>
+                <thead><tr>
+                  <th scope="col">{t("users.username")}</th><th scope="col">{t("users.email")}</th><th scope="col">{t("users.role")}</th>
+                  <th scope="col">{t("users.status")}</th><th scope="col">{t("users.lastLogin")}</th>
+                </tr></thead>
+                <tbody>{data.results.map((user) => <UserRow key={user.id} user={user} self={user.id === me?.id} />)}</tbody>
+              </table>
+            </div>
+            <Pagination page={page} pageSize={PAGE_SIZE} count={data.count} onPage={setPage} label={t("users.list")} />
+          </>
+        )}
+      </QueryState>
+    </Panel>
+  );
+}
