@@ -378,6 +378,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/cost-history/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description One row per month and currency: the monthly cost of the nodes that existed then, at today's prices, and
+         *     the cost per utilised GPU-hour with that month's measured utilisation.
+         */
+        get: operations["v1_cost_history_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/cost-profiles/": {
         parameters: {
             query?: never;
@@ -794,6 +814,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/fleet/findings-trend/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Series `open.<step>` (open findings per triage step) and `healthy_gpu_share` (0–1: GPUs without an open
+         *     critical or warning finding on them or their node), each bucket sampled at its end.
+         */
+        get: operations["v1_fleet_findings_trend_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/fleet/summary/": {
         parameters: {
             query?: never;
@@ -802,6 +842,40 @@ export interface paths {
             cookie?: never;
         };
         get: operations["v1_fleet_summary_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/fleet/utilisation/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Mean GPU utilisation of the fleet over the range (one series, key `utilisation_pct`). */
+        get: operations["v1_fleet_utilisation_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/fleet/xid-daily/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Xid events per day (UTC) and code; one series per code, a count for every day (zero included). */
+        get: operations["v1_fleet_xid_daily_retrieve"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1925,6 +1999,23 @@ export interface paths {
         head?: never;
         /** @description The provider price list: instance type or server model × billing mode (× term). */
         patch: operations["v1_price_list_partial_update"];
+        trace?: never;
+    };
+    "/api/v1/provider-scorecard/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Findings and incidents opened in the window per provider, and per 1,000 GPU-days of its GPUs. */
+        get: operations["v1_provider_scorecard_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/providers/": {
@@ -3718,7 +3809,7 @@ export interface components {
             gpu?: number | null;
             readonly gpu_index: number;
             readonly gpu_uuid: string;
-            kind: components["schemas"]["EventKindEnum"];
+            kind: components["schemas"]["NodeEventKindEnum"];
             /** @description Xid / SXid number */
             code?: number | null;
             severity?: components["schemas"]["SeverityEnum"];
@@ -4299,6 +4390,19 @@ export interface components {
          * @enum {string}
          */
         MigModeEnum: "enabled" | "disabled";
+        MonthCost: {
+            /** @description YYYY-MM */
+            month: string;
+            currency: string;
+            nodes: number;
+            gpu_count: number;
+            /** Format: decimal */
+            total: string;
+            /** Format: decimal */
+            utilisation_pct: string | null;
+            /** Format: decimal */
+            per_utilised_gpu_hour: string | null;
+        };
         Node: {
             readonly id: number;
             hostname: string;
@@ -4429,6 +4533,20 @@ export interface components {
             drifted: boolean;
             drift: components["schemas"]["DriftItem"][];
         };
+        /**
+         * @description * `xid` - Xid
+         *     * `sxid` - NVSwitch SXid
+         *     * `aer` - PCIe AER
+         *     * `gpu_lost` - GPU lost
+         *     * `preemption_notice` - Preemption notice
+         *     * `rebalance` - Rebalance recommendation
+         *     * `maintenance` - Maintenance event
+         *     * `agent_error` - Agent error
+         *     * `diag` - DCGM diagnostic
+         *     * `gpu_uuid_conflict` - GPU uuid claimed by another node
+         * @enum {string}
+         */
+        NodeEventKindEnum: "xid" | "sxid" | "aer" | "gpu_lost" | "preemption_notice" | "rebalance" | "maintenance" | "agent_error" | "diag" | "gpu_uuid_conflict";
         NodePreemptedRequest: {
             /**
              * Format: date-time
@@ -5723,6 +5841,24 @@ export interface components {
             support_contact?: string;
             notes?: string;
         };
+        ProviderScore: {
+            provider_id: number;
+            provider: string;
+            kind: string;
+            support_contact: string;
+            /** Format: decimal */
+            gpu_days: string;
+            findings: number;
+            /** @description Findings whose responsible party is the provider */
+            provider_findings: number;
+            incidents: number;
+            /** Format: decimal */
+            findings_per_1k_gpu_days: string | null;
+            /** Format: decimal */
+            provider_findings_per_1k_gpu_days: string | null;
+            /** Format: decimal */
+            incidents_per_1k_gpu_days: string | null;
+        };
         /**
          * @description * `node_plan` - Node billing plan
          *     * `pool_plan` - Pool billing plan
@@ -6361,6 +6497,21 @@ export interface components {
          * @enum {string}
          */
         TimelineEntryKindEnum: "opened" | "finding_attached" | "queued" | "started" | "paused" | "resumed" | "approval_requested" | "approved" | "step_started" | "step_waiting" | "step_done" | "step_failed" | "step_retry" | "step_skipped" | "step_interrupted" | "dry_run" | "escalated" | "replacement_linked" | "breaker_tripped" | "breaker_reset" | "note" | "resolved" | "cancelled";
+        Trend: {
+            range: string;
+            /** Format: date-time */
+            start: string;
+            /** Format: date-time */
+            end: string;
+            /** @description Seconds per bucket */
+            step: number;
+            series: components["schemas"]["TrendSeries"][];
+        };
+        /** @description Points of one line: [[ISO time, value or null], ...]. */
+        TrendSeries: {
+            key: string;
+            points: unknown[][];
+        };
         Triage: {
             node: number;
             hostname: string;
@@ -6462,6 +6613,15 @@ export interface components {
         };
         /** @enum {string} */
         WorstSeverityEnum: "critical" | "warning" | "info";
+        XidCodeSeries: {
+            code: number;
+            /** @description One count per day of `days` */
+            counts: number[];
+        };
+        XidDaily: {
+            days: string[];
+            series: components["schemas"]["XidCodeSeries"][];
+        };
         XidPolicy: {
             readonly id: number;
             code: number;
@@ -7673,6 +7833,28 @@ export interface operations {
             };
         };
     };
+    v1_cost_history_list: {
+        parameters: {
+            query?: {
+                /** @description Calendar months back, the current one included */
+                months?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MonthCost"][];
+                };
+            };
+        };
+    };
     v1_cost_profiles_list: {
         parameters: {
             query?: {
@@ -8716,6 +8898,35 @@ export interface operations {
             };
         };
     };
+    v1_fleet_findings_trend_retrieve: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Time range: 1h, 24h, 7d or 30d (default 24h).
+                 *
+                 *     * `1h` - 1h
+                 *     * `24h` - 24h
+                 *     * `7d` - 7d
+                 *     * `30d` - 30d
+                 */
+                range?: "1h" | "24h" | "7d" | "30d";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trend"];
+                };
+            };
+        };
+    };
     v1_fleet_summary_retrieve: {
         parameters: {
             query?: never;
@@ -8731,6 +8942,63 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FleetSummary"];
+                };
+            };
+        };
+    };
+    v1_fleet_utilisation_retrieve: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Time range: 1h, 24h, 7d or 30d (default 24h).
+                 *
+                 *     * `1h` - 1h
+                 *     * `24h` - 24h
+                 *     * `7d` - 7d
+                 *     * `30d` - 30d
+                 */
+                range?: "1h" | "24h" | "7d" | "30d";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trend"];
+                };
+            };
+        };
+    };
+    v1_fleet_xid_daily_retrieve: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Days back, today included
+                 *
+                 *     * `7` - 7
+                 *     * `30` - 30
+                 *     * `90` - 90
+                 */
+                days?: 7 | 30 | 90;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["XidDaily"];
                 };
             };
         };
@@ -11433,6 +11701,34 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PriceListEntry"];
+                };
+            };
+        };
+    };
+    v1_provider_scorecard_list: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Window in days, up to now
+                 *
+                 *     * `7` - 7
+                 *     * `30` - 30
+                 *     * `90` - 90
+                 */
+                days?: 7 | 30 | 90;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderScore"][];
                 };
             };
         };
