@@ -10,7 +10,7 @@ export type AuditQuery = QueryOf<"/api/v1/audit/">;
 
 export function useUsers(page: number, search: string) {
   return useQuery({ queryKey: ["users", page, search], placeholderData: keepPreviousData,
-    queryFn: () => unwrap(client.GET("/api/v1/users/", { params: { query: { page, page_size: PAGE_SIZE, search: search || undefined, ordering: "username" } } })) });
+    queryFn: () => unwrap(client.GET("/api/v1/users/", { params: { query: { page, page_size: PAGE_SIZE, search: search || undefined, ordering: ["username"] } } })) });
 }
 
 export function useCreateUser() {

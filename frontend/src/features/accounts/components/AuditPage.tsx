@@ -55,7 +55,7 @@ export function AuditPage() {
     object_type: url.object_type || undefined,
     object_id: url.object_id || undefined,
     search: debounced || undefined,
-    ordering: "-at",
+    ordering: ["-at"],
   };
   const audit = useAudit(query);
   return (

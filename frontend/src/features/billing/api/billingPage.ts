@@ -52,5 +52,5 @@ export function usePreemptionRates(groupBy: "pool" | "site" | "instance_type") {
 
 export function usePreemptionRecords(page: number) {
   return useQuery({ queryKey: ["preemptions", "page", page], ...SLOW, placeholderData: keepPreviousData,
-    queryFn: () => unwrap(client.GET("/api/v1/preemptions/", { params: { query: { page, page_size: PREEMPTIONS_PAGE_SIZE, ordering: "-at" } } })) });
+    queryFn: () => unwrap(client.GET("/api/v1/preemptions/", { params: { query: { page, page_size: PREEMPTIONS_PAGE_SIZE, ordering: ["-at"] } } })) });
 }

@@ -16,12 +16,12 @@ const ALL = { page_size: 500 } as const;
 
 export function useProviders() {
   return useQuery({ queryKey: ["providers", "all"], refetchInterval: 60_000,
-    queryFn: () => unwrap(client.GET("/api/v1/providers/", { params: { query: { ...ALL, ordering: "name" } } })).then(asList) });
+    queryFn: () => unwrap(client.GET("/api/v1/providers/", { params: { query: { ...ALL, ordering: ["name"] } } })).then(asList) });
 }
 
 export function useSites() {
   return useQuery({ queryKey: ["sites", "all"], refetchInterval: 60_000,
-    queryFn: () => unwrap(client.GET("/api/v1/sites/", { params: { query: { ...ALL, ordering: "name" } } })).then(asList) });
+    queryFn: () => unwrap(client.GET("/api/v1/sites/", { params: { query: { ...ALL, ordering: ["name"] } } })).then(asList) });
 }
 
 export function useInventoryPools() {
@@ -31,7 +31,7 @@ export function useInventoryPools() {
 
 export function useBaselines() {
   return useQuery({ queryKey: ["baselines", "all"], refetchInterval: 60_000, placeholderData: keepPreviousData,
-    queryFn: () => unwrap(client.GET("/api/v1/baselines/", { params: { query: { ...ALL, ordering: "name" } } })).then(asList) });
+    queryFn: () => unwrap(client.GET("/api/v1/baselines/", { params: { query: { ...ALL, ordering: ["name"] } } })).then(asList) });
 }
 
 export function useBoundaryOverrides() {
