@@ -1,6 +1,7 @@
 """The demo fleet behind `make run`: providers, sites, pools and baselines seeded to match the agent's
 `demo-fleet` scenario, then simulated agents (the real agent code over a simulated NVML) reporting to the
-running server — with live faults: an Xid 79, a driver drift, a data-pipeline bottleneck, a spot notice.
+running server — with live faults within the first minute: an Xid 79, a driver drift, a data-pipeline
+bottleneck, host memory exhaustion, a spot notice (demo pools hold conditions for 30 s at most).
 """
 
 import dataclasses
@@ -14,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.accounts.models import User
+from fleet.health.services.catalog import rule_catalog_sync
 from fleet.inventory.choices import Layer, Owner, ProviderKind
 from fleet.inventory.models import Baseline, BoundaryOverride, Pool, Provider, Site
 from fleet.telemetry.services.enrollment import enrollment_token_create
@@ -64,6 +66,7 @@ def demo_seed(*, scenario, actor: User) -> list[DemoGroup]:
         groups.setdefault(key, []).append(spec)
     result = []
     with transaction.atomic():
+        rule_catalog_sync()  # rows for rules added since the last migration, so their holds are shortened too
         for (provider_key, form, billing, instance_type), specs in groups.items():
             name, kind, cloud = PROVIDERS[provider_key]
             provider, _ = Provider.objects.get_or_create(slug=provider_key, defaults={
@@ -86,6 +89,7 @@ def demo_seed(*, scenario, actor: User) -> list[DemoGroup]:
                                for f in stack.get("frameworks", [])],
                 "kernel": stack.get("kernel", "")})
             _demo_billing(pool, provider_key, billing)
+            _demo_short_holds(pool)
             _, token = enrollment_token_create(actor=actor, name=f"demo {pool.name}", provider=provider, site=site,
                                                pool=pool, delivery_form=form, billing_mode=billing,
                                                labels={"demo": "true"}, max_uses=len(specs),
@@ -93,6 +97,20 @@ def demo_seed(*, scenario, actor: User) -> list[DemoGroup]:
             result.append(DemoGroup(key=(provider_key, form, billing, instance_type),
                                     scenario=dataclasses.replace(scenario, nodes=tuple(specs)), token=token))
     return result
+
+
+# The demo's faults start within the first minute; holds of several minutes (a data-pipeline bottleneck must
+# last 5 min before it opens in production) would keep them out of sight. Demo pools get pool overrides that cap
+# every hold at this, so each fault shows within two minutes of `make run`. Production holds are untouched.
+DEMO_HOLD_S = 30
+
+
+def _demo_short_holds(pool: Pool) -> None:
+    from fleet.health.models import Rule, RuleOverride
+
+    for rule in Rule.objects.filter(duration_s__gt=DEMO_HOLD_S):
+        RuleOverride.objects.get_or_create(rule=rule, pool=pool, defaults={
+            "duration_s": DEMO_HOLD_S, "note": f"demo: hold shortened to {DEMO_HOLD_S} s so the fault shows at once"})
 
 
 def _demo_billing(pool: Pool, provider_key: str, billing_mode: str) -> None:

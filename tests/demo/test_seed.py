@@ -37,3 +37,17 @@ def test_demo_seed_matches_scenario_and_is_idempotent():
     cells = {c.layer: c for c in node_boundary(node=enrollment.node)}
     assert (cells["facility"].owner, cells["facility"].source) == ("us", "provider")
     assert cells["hardware"].owner == "hardware_vendor"
+
+
+def test_demo_pools_hold_conditions_briefly_and_production_rules_stay_as_they_are():
+    from fleet.demo.seed import DEMO_HOLD_S
+    from fleet.health.models import Rule, RuleOverride
+
+    scenario = load_scenario("demo-fleet")
+    demo_seed(scenario=scenario, actor=UserFactory(role="admin", is_superuser=True))
+    slow = Rule.objects.get(slug="data_pipeline_bottleneck")
+    assert slow.duration_s > DEMO_HOLD_S  # the fleet-wide rule keeps its production hold
+    pool = Pool.objects.get(name="gcp-a3-highgpu-8g-on_demand")
+    assert RuleOverride.objects.get(rule=slow, pool=pool).duration_s == DEMO_HOLD_S
+    # Every fault of the demo starts within the first minute, so with the short holds each shows within two.
+    assert max(f.at_s for n in scenario.nodes for f in n.faults) <= 60
