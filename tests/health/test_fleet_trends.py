@@ -12,6 +12,7 @@ from fleet.health.models import Finding
 from fleet.inventory.models import GPU
 from fleet.remediation.models import Incident
 from fleet.telemetry.models import GPUSample, GPUSampleRollup
+from fleet.telemetry.services.history import history_bucket
 from tests.billing.factories import BillingPlanFactory
 from tests.factories import ProviderFactory
 from tests.health.factories import T0
@@ -108,7 +109,8 @@ def test_xid_daily_counts_per_code_and_day(viewer_api, faulty_cloud_node):
     assert viewer_api.get("/api/v1/fleet/xid-daily/", {"days": 5}).status_code == 400
 
 
-def test_fleet_utilisation_weights_rollups_by_samples_and_leaves_gaps_empty(viewer_api, faulty_cloud_node):
+def test_fleet_utilisation_weights_rollups_by_samples_and_leaves_gaps_empty(viewer_api, faulty_cloud_node,
+                                                                          history_days):
     gpu0, gpu1 = GPU.objects.filter(node=faulty_cloud_node).order_by("index")[:2]
     now = timezone.now()
     rng = time_range("24h", now=now)
@@ -120,14 +122,16 @@ def test_fleet_utilisation_weights_rollups_by_samples_and_leaves_gaps_empty(view
     assert len(points) == 96
     assert _value_at(points, bucket + timedelta(minutes=1)) == 70.0
     assert _value_at(points, bucket - timedelta(hours=1)) is None
-    # The last hour reads the raw samples (one row per GPU per report).
-    GPUSample.objects.create(gpu=gpu0, at=now - timedelta(minutes=2), utilization_gpu_pct=40)
-    GPUSample.objects.create(gpu=gpu1, at=now - timedelta(minutes=2), utilization_gpu_pct=60)
+    # The last hour reads the raw history (one row per GPU per minute bucket, weighted by its reports).
+    at = history_bucket(now - timedelta(minutes=2))
+    history_days(at)
+    GPUSample.objects.create(gpu=gpu0, at=at, samples=3, utilization_gpu_pct=40)
+    GPUSample.objects.create(gpu=gpu1, at=at, samples=1, utilization_gpu_pct=80)
     points = _series(viewer_api.get("/api/v1/fleet/utilisation/", {"range": "1h"}).json())["utilisation_pct"]
-    assert len(points) == 60 and _value_at(points, now - timedelta(minutes=2)) == 50.0
+    assert len(points) == 60 and _value_at(points, at) == 50.0  # (3 × 40 + 80) / 4
 
 
-def test_cost_history_per_month_and_per_utilised_gpu_hour(viewer_api):
+def test_cost_history_per_month_and_per_utilised_gpu_hour(viewer_api, history_days):
     pool = pool_for("cloud_dedicated")
     node = node_in(pool, billing_mode="on_demand", expected_gpu_count=8)
     BillingPlanFactory(pool=None, node=node, billing_mode="on_demand", rate=Decimal("10"), currency="USD")
@@ -139,7 +143,9 @@ def test_cost_history_per_month_and_per_utilised_gpu_hour(viewer_api):
     assert [(r["month"], r["currency"], r["total"]) for r in rows] == [(this_month, "USD", "7300.00")]
     assert rows[0]["per_utilised_gpu_hour"] is None  # no utilisation measured
     gpu = GPU.objects.filter(node=node).first()
-    GPUSample.objects.create(gpu=gpu, at=timezone.now() - timedelta(minutes=1), utilization_gpu_pct=50)
+    at = history_bucket(timezone.now() - timedelta(minutes=1))
+    history_days(at)
+    GPUSample.objects.create(gpu=gpu, at=at, samples=1, utilization_gpu_pct=50)
     row = viewer_api.get("/api/v1/cost-history/", {"months": 3}).json()[0]
     # 50 % of 8 × 730 GPU-hours = 2920 utilised hours; 7300 / 2920 = 2.5
     assert (row["utilisation_pct"], row["per_utilised_gpu_hour"]) == ("50.00", "2.5000")
