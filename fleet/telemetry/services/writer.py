@@ -10,11 +10,11 @@ that it cannot stall the rest.
 
 Storage uses ingest's own functions (`ingest._status_writes`, `reports_ingest`), so both paths write the same
 rows. On PostgreSQL the steady case of a whole batch is set-based across requests: one query for the GPU map
-of every node in the batch, one statement that advances every node's agent epoch only where all its reports are
-new (rows locked in id order, so two writers never deadlock on one another), then one statement per table for
-all nodes' rows, in one transaction. A node that needs more (a GPU without a row, a new agent instance, an
-overlap with stored sequences, a hole before or inside its sequences) is stored on its own through
-`reports_ingest` after that commit.
+of every node in the batch, one statement that advances every node's agent epoch only where its reports
+continue the stored sequence without a hole (rows locked in id order, so two writers never deadlock), then one
+statement per table for all nodes' rows, in one transaction. A node that needs more (a GPU without a row, a
+new agent instance, an overlap with stored sequences, a hole before or inside its sequences) is stored on its
+own through `reports_ingest` after that commit.
 
 Each (node, instance) of a batch contributes one status row and its history already folded per bucket
 (`history_writes`), and a node takes part with one instance at most, so the merged statements never name one
