@@ -112,6 +112,11 @@ def _consumer_pending(server: RedisServer, stream: str, consumer: str) -> int:
     return 0
 
 
+def _drained(server: RedisServer, stream: str) -> bool:
+    r = _redis(server)
+    return r.xlen(stream) == 0 and r.xpending(stream, GROUP)["pending"] == 0
+
+
 def _writer(name: str, tmp_path, env: dict):
     command = [sys.executable, "manage.py", "fleet_writer", "--consumer", name, "--batch", "4", "--claim-idle", "2"]
     log = tmp_path / f"writer-{name}.log"
@@ -133,6 +138,8 @@ def test_killed_writers_and_a_restarted_redis_lose_nothing_and_store_nothing_twi
             fleet.round(inventory=True)  # written in the request (inventories), creates the GPU rows
             with _writer("a", tmp_path, env) as a, _writer("b", tmp_path, env) as b:
                 fleet.round()
+                # Stopped only once idle: stopped inside its transaction, it would hold epoch rows locked.
+                wait_for(lambda: _drained(server, stream), timeout=60, what="the first round to be stored")
                 os.kill(b.pid, signal.SIGSTOP)  # only `a` works while it is being killed
 
                 # 1. Killed inside its transaction: the epochs are locked, so `a` hangs in the batch's guard.
@@ -175,12 +182,7 @@ def test_killed_writers_and_a_restarted_redis_lose_nothing_and_store_nothing_twi
                 stop.set()
                 reporter.join(timeout=60)
                 fleet.round()
-
-                def drained():
-                    r = _redis(server)
-                    return r.xlen(stream) == 0 and r.xpending(stream, GROUP)["pending"] == 0
-
-                wait_for(drained, timeout=60, what="the stream to drain")
+                wait_for(lambda: _drained(server, stream), timeout=60, what="the stream to drain")
             os.kill(b.pid, signal.SIGTERM)
 
     assert not fleet.failures, fleet.failures[:5]
