@@ -198,8 +198,9 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
                                         epoch_id))
         rowsets.execute(writes)
         if late:
-            logger.warning("node %s: stored the history of %d report(s) (sequence %s) that arrived after newer "
-                           "ones were stored", node_id, len(late), ", ".join(str(r["sequence"]) for r in late))
+            logger.warning("node %s: stored %d report(s) (sequence %s) inside a sequence gap, after newer ones "
+                           "(history and events; the status stays the newest)", node_id, len(late),
+                           ", ".join(str(r["sequence"]) for r in late))
         events = _events(node_id, late + fresh, gpu_ids)
         events += _conflict_events(node_id, conflicts, (fresh or late)[-1], now)
         if events:
