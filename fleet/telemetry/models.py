@@ -97,6 +97,10 @@ class AgentEpoch(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="agent_epochs")
     instance_id = models.CharField(max_length=64)
     last_sequence = models.BigIntegerField(default=-1)
+    # Sequences at or below last_sequence that were never stored: [first, last] ranges the epoch jumped over
+    # (a batch written in the request overtook reports still in the ingest queue, or the agent skipped some).
+    # A report arriving later inside a gap is stored once and taken out of it; see services/ingest.py.
+    gaps = models.JSONField(default=list, blank=True)
     first_seen = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

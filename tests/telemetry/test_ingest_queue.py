@@ -3,17 +3,22 @@ acknowledged once in the stream and written by the writer exactly once; everythi
 the stream is unavailable, is written in the request."""
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
 from fleet.core import rowsets
 from fleet.telemetry.models import AgentEpoch, Event, GPUSample, NodeSample, NodeStatus
 from fleet.telemetry.services import stream
-from fleet.telemetry.services.writer import Writer
+from fleet.telemetry.services import writer as writer_module
+from fleet.telemetry.services.history import history_bucket
+from fleet.telemetry.services.ingest import MAX_SEQUENCE_GAPS, gaps_update
+from fleet.telemetry.services.writer import Writer, entries_store
 from tests.processes import RedisServer
-from tests.telemetry.reports import ReportBuilder, gpu_entry
+from tests.telemetry.reports import ReportBuilder, gpu_entry, stored_reports
 
 pytestmark = pytest.mark.django_db
 
@@ -53,8 +58,10 @@ def _stream_len() -> int:
     return stream.redis_client().xlen(stream.stream_name())
 
 
-def _started(agent) -> ReportBuilder:
-    builder = ReportBuilder(agent.node_id)
+def _started(agent, *, gpus: int = 8) -> ReportBuilder:
+    builder = ReportBuilder(agent.node_id, gpus=gpus)
+    # GPUs of its own (a uuid another node holds is refused, and its readings not stored)
+    builder.gpus = [gpu_entry(i, uuid=f"GPU-{agent.node_id:08d}-aaaa-bbbb-cccc-{i:012d}") for i in range(gpus)]
     first = agent.send(builder.report(with_inventory=True))  # an inventory: written in the request
     assert first.status_code == 200 and "queued" not in first.json()
     return builder
@@ -74,8 +81,8 @@ def test_steady_batch_is_acknowledged_queued_and_written_by_the_writer(queue, en
     assert _drain() == 1
     status = NodeStatus.objects.get(node_id=agent.node_id)
     assert status.sequence == 3 and status.silent is False
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 3
-    assert GPUSample.objects.filter(gpu__node_id=agent.node_id).count() == 24
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3
+    assert stored_reports(GPUSample, gpu__node_id=agent.node_id) == 24
     assert AgentEpoch.objects.get(node_id=agent.node_id).last_sequence == 3
     # Acknowledged, deleted from the stream and off the node's set.
     assert _stream_len() == 0
@@ -92,7 +99,7 @@ def test_a_resent_batch_and_an_entry_of_a_dead_writer_are_stored_once(queue, enr
     dead = _writer(consumer="dead")
     assert len(dead.read()) == 2  # read by a writer that dies before storing them: pending in the group
     assert _drain(_writer(consumer="alive", claim_idle_s=0)) == 2  # claimed and stored
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 2
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 2
     assert AgentEpoch.objects.get(node_id=agent.node_id).last_sequence == 2
     assert stream.stream_depth() == (0, 0)
 
@@ -101,13 +108,11 @@ def test_a_resent_batch_and_an_entry_of_a_dead_writer_are_stored_once(queue, enr
     agent.send(third)
     half = _writer(consumer="half")
     entries = [stream.entry_decode(i, f) for i, f in half.read()]
-    from fleet.telemetry.services.writer import entries_store
-
     assert entries_store(entries).stored == 1
     duplicates_before = REGISTRY.get_sample_value("fleet_writer_reports_total", {"outcome": "duplicate"}) or 0
     assert _drain(_writer(consumer="successor", claim_idle_s=0)) == 1
     assert REGISTRY.get_sample_value("fleet_writer_reports_total", {"outcome": "duplicate"}) == duplicates_before + 1
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 3
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3
     assert stream.stream_depth() == (0, 0)
 
 
@@ -122,13 +127,13 @@ def test_a_batch_with_events_is_written_at_once_after_the_nodes_queued_reports(q
     assert response.status_code == 200, response.content
     assert "queued" not in response.json() and response.json()["acked_sequence"] == 3
     assert Event.objects.filter(node_id=agent.node_id, kind="xid").count() == 1
-    # Sequence 2 was written first, in the request, so it was not lost to the guard as an "old" report.
-    assert sorted(NodeSample.objects.filter(node_id=agent.node_id).values_list("at", flat=True)) == sorted(
-        NodeSample.objects.filter(node_id=agent.node_id).values_list("at", flat=True).distinct())
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 3
+    # Sequence 2 was written first, in the request, so it was not lost to the guard as an "old" report, and
+    # the epoch did not jump over it.
+    assert AgentEpoch.objects.get(node_id=agent.node_id).gaps == []
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3
     assert NodeStatus.objects.get(node_id=agent.node_id).sequence == 3
     assert _drain() == 1  # the writer finds it stored
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 3
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3
     assert NodeStatus.objects.get(node_id=agent.node_id).sequence == 3  # not set back to 2
     assert stream.stream_depth() == (0, 0)
 
@@ -145,7 +150,7 @@ def test_reports_are_written_in_the_request_while_redis_is_down(queue, enroll):
     assert REGISTRY.get_sample_value("fleet_ingest_queue_unavailable_total", {"reason": "unavailable"}) == before + 1
     # The next request does not ask Redis again for a while (failopen): written at once too.
     assert "queued" not in agent.send(builder.report()).json()
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 3
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3
 
 
 def test_reports_overtaken_while_redis_was_down_keep_their_history(queue, enroll):
@@ -155,17 +160,26 @@ def test_reports_overtaken_while_redis_was_down_keep_their_history(queue, enroll
     queue.stop()  # killed: no writer got to sequence 2
     assert "queued" not in agent.send(builder.report()).json()  # sequence 3 written in the request
     assert NodeStatus.objects.get(node_id=agent.node_id).sequence == 3
+    # The batch jumped over sequence 2: the epoch remembers it as never stored.
+    assert AgentEpoch.objects.get(node_id=agent.node_id).gaps == [[2, 2]]
     queue.start()  # the same port and directory: the stream comes back from the append-only file
     assert _stream_len() == 1
+    (entry_id, fields), = stream.redis_client().xrange(stream.stream_name())
     assert _drain() == 1
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 3  # sequence 2's history is there
-    assert GPUSample.objects.filter(gpu__node_id=agent.node_id).count() == 24
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3  # sequence 2's history is there
+    assert stored_reports(GPUSample, gpu__node_id=agent.node_id) == 24
     assert NodeStatus.objects.get(node_id=agent.node_id).sequence == 3  # the latest status stays the newest
-    assert AgentEpoch.objects.get(node_id=agent.node_id).last_sequence == 3
+    epoch = AgentEpoch.objects.get(node_id=agent.node_id)
+    assert (epoch.last_sequence, epoch.gaps) == (3, [])
+    # Delivered once more (a writer killed before its XACK): now a replay, not added to its bucket again.
+    again = entries_store([stream.entry_decode(entry_id, fields)])
+    assert (again.stored, again.duplicates) == (0, 1)
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3
+    assert stored_reports(GPUSample, gpu__node_id=agent.node_id) == 24
     stream.stream_health.reset()  # as after failopen.RETRY_AFTER_FAILURE_S: the stream is asked again
     assert agent.send(builder.report(), builder.report()).json()["queued"] is True
     assert _drain() == 1
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 5
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 5
 
 
 def test_a_full_stream_sends_batches_down_the_synchronous_path(queue, enroll):
@@ -176,7 +190,7 @@ def test_a_full_stream_sends_batches_down_the_synchronous_path(queue, enroll):
         assert "queued" not in agent.send(builder.report()).json()
     assert NodeStatus.objects.get(node_id=agent.node_id).sequence == 3
     assert _drain() == 1
-    assert NodeSample.objects.filter(node_id=agent.node_id).count() == 3
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 3
 
 
 def test_one_writer_batch_stores_many_nodes_and_sends_the_odd_ones_down_the_general_path(queue, enroll):
@@ -197,8 +211,8 @@ def test_one_writer_batch_stores_many_nodes_and_sends_the_odd_ones_down_the_gene
         assert AgentEpoch.objects.get(node_id=agent.node_id, instance_id=builder.instance_id).last_sequence == \
             builder.sequence
     assert AgentEpoch.objects.get(node_id=agents[0].node_id, instance_id=reinstalled.instance_id).last_sequence == 1
-    assert NodeSample.objects.count() == 6 * 3 + 1 + 1
-    assert GPUSample.objects.filter(gpu__uuid__endswith="hotadded0000").count() == 1
+    assert stored_reports(NodeSample) == 6 * 3 + 1 + 1
+    assert stored_reports(GPUSample, gpu__uuid__endswith="hotadded0000") == 1
     assert NodeStatus.objects.get(node_id=agents[2].node_id).sequence == 3
     assert stream.stream_depth() == (0, 0)
 
@@ -215,3 +229,138 @@ def test_merged_statements_keep_every_row():
     b = rowsets.Statement("INSERT y", ("plain",))
     c = rowsets.Statement("INSERT x", ('[{"a": 2}, {"a": 3}]',))
     assert rowsets.merge([a, b, c]) == [rowsets.Statement("INSERT x", ('[{"a": 1},{"a": 2}, {"a": 3}]',)), b]
+
+
+def _history(model, **filters) -> dict:
+    """{bucket start: reports folded in} of a node's or GPU's raw history."""
+    return dict(model.objects.filter(**filters).values_list("at", "samples"))
+
+
+def _minute_ago(minutes: int) -> datetime:
+    return history_bucket(datetime.now(UTC)) - timedelta(minutes=minutes)
+
+
+def test_a_later_entry_stored_first_leaves_a_gap_that_the_earlier_one_fills_once(queue, enroll):
+    """Two writers: one holds sequence 2 (slow, or killed and claimed later) while another stores sequence 3."""
+    agent = enroll()
+    builder = _started(agent)
+    older, newer = _minute_ago(5), _minute_ago(4)
+    agent.send(builder.report(at=older + timedelta(seconds=7)))
+    agent.send(builder.report(at=newer + timedelta(seconds=7)))
+    first, second = [stream.entry_decode(i, f) for i, f in _writer(consumer="slow").read()]
+    assert entries_store([second]).stored == 1
+    epoch = AgentEpoch.objects.get(node_id=agent.node_id)
+    assert (epoch.last_sequence, epoch.gaps) == (3, [[2, 2]])
+
+    assert (entries_store([first]).stored, entries_store([first]).duplicates) == (1, 1)  # stored once, then a replay
+    assert AgentEpoch.objects.get(node_id=agent.node_id).gaps == []
+    status = NodeStatus.objects.get(node_id=agent.node_id)
+    assert status.sequence == 3 and status.collected_at == newer + timedelta(seconds=7)  # not set back
+    both = entries_store([first, second])
+    assert (both.stored, both.duplicates) == (0, 2)
+    history = _history(NodeSample, node_id=agent.node_id)
+    assert (history[older], history[newer], sum(history.values())) == (1, 1, 3)
+    gpu = _history(GPUSample, gpu__uuid=builder.gpus[0]["uuid"])
+    assert (gpu[older], gpu[newer]) == (1, 1)
+    assert _drain(_writer(consumer="successor", claim_idle_s=0)) == 2  # only acknowledged
+    assert sum(_history(NodeSample, node_id=agent.node_id).values()) == 3
+    assert stream.stream_depth() == (0, 0)
+
+
+def test_sequences_an_agent_skips_are_remembered_boundedly(queue, enroll, monkeypatch):
+    agent = enroll()
+    builder = _started(agent)
+    skips = MAX_SEQUENCE_GAPS + 3
+    for _ in range(skips):
+        builder.sequence += 1  # a report the agent set aside as poison: never sent
+        assert agent.send(builder.report()).json()["queued"] is True
+    assert _drain(_writer(batch=1)) == skips
+    epoch = AgentEpoch.objects.get(node_id=agent.node_id)
+    # Gaps at 2, 4, ..., 2 * skips; the newest MAX_SEQUENCE_GAPS are kept.
+    assert epoch.gaps == [[s, s] for s in range(2 * (skips - MAX_SEQUENCE_GAPS + 1), 2 * skips + 1, 2)]
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 1 + skips
+
+    # A report inside a remembered gap is stored once; one in a gap that was let go counts as a replay.
+    kept, forgotten = epoch.gaps[0][0], 2
+    for sequence in (kept, forgotten):
+        report = builder.report(sequence=sequence)
+        builder.sequence -= 1
+        agent.send(report)
+    outcome = entries_store([stream.entry_decode(i, f) for i, f in _writer(consumer="late").read()])
+    assert (outcome.stored, outcome.duplicates) == (1, 1)
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 2 + skips
+    assert AgentEpoch.objects.get(node_id=agent.node_id).gaps == epoch.gaps[1:]
+    assert _drain(_writer(consumer="late", claim_idle_s=0)) == 2  # found stored, only acknowledged
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 2 + skips
+
+    # Reports that continue the sequence take the set-based path again (PostgreSQL).
+    if connection.vendor == "postgresql":
+        monkeypatch.setattr(writer_module, "reports_ingest", _not_expected)
+    agent.send(builder.report(), builder.report())
+    assert _drain() == 1
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 4 + skips
+
+
+def _not_expected(**kwargs):
+    raise AssertionError(f"stored one node at a time: {kwargs['node_id']}")
+
+
+def test_a_writer_batch_folds_many_reports_of_one_minute_of_many_nodes_in_one_statement_per_table(
+        queue, enroll, monkeypatch, caplog):
+    """Several requests of one node in one minute, several nodes, a second agent instance of one of them, all in
+    one writer batch: the set-based statements upsert each bucket once (PostgreSQL refuses `ON CONFLICT DO UPDATE`
+    touching one row twice in a statement), and the folded bucket holds every reading."""
+    agents = [enroll(machine_id=f"{i:016x}", hostname=f"gpu-{i}") for i in range(4)]
+    builders = [_started(a, gpus=2) for a in agents]
+    minute = _minute_ago(3)
+    busy = [10.0, 20.0, 30.0, 40.0, 50.0]
+    for agent, builder in zip(agents, builders, strict=True):
+        reports = []
+        for k, value in enumerate(busy):
+            report = builder.report(at=minute + timedelta(seconds=5 + 10 * k))
+            report["system"]["cpu_busy_pct"] = value
+            report["gpus"][1]["temperature_c"] = 50 + k
+            reports.append(report)
+        for report in reports[:3]:  # three requests, then one with two reports
+            agent.send(report)
+        agent.send(*reports[3:])
+    reinstalled = ReportBuilder(agents[0].node_id, gpus=2)
+    reinstalled.gpus = builders[0].gpus
+    agents[0].send(reinstalled.report(at=minute + timedelta(seconds=58)))
+    assert _stream_len() == 4 * 4 + 1
+
+    went_alone = []
+    if connection.vendor == "postgresql":  # only the second instance leaves the set-based batch
+        original = writer_module.reports_ingest
+        monkeypatch.setattr(writer_module, "reports_ingest",
+                            lambda **kw: (went_alone.append(kw["reports"][0]["agent"]["instance_id"]),
+                                          original(**kw))[1])
+    assert _drain(_writer(batch=500)) == 4 * 4 + 1
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    if connection.vendor == "postgresql":
+        assert went_alone == [reinstalled.instance_id]
+
+    for agent, builder in zip(agents, builders, strict=True):
+        extra = 1 if agent is agents[0] else 0
+        row = NodeSample.objects.get(node_id=agent.node_id, at=minute)
+        assert row.samples == len(busy) + extra
+        if not extra:
+            assert (row.cpu_busy_pct, row.cpu_busy_pct_min, row.cpu_busy_pct_max) == (30.0, 10.0, 50.0)
+        assert stored_reports(NodeSample, node_id=agent.node_id) == 1 + len(busy) + extra
+        hot = GPUSample.objects.get(gpu__uuid=builder.gpus[1]["uuid"], at=minute)
+        assert hot.samples == len(busy) + extra
+        if not extra:
+            assert (hot.temperature_c, hot.temperature_c_min, hot.temperature_c_max) == (52.0, 50.0, 54.0)
+        assert AgentEpoch.objects.get(node_id=agent.node_id, instance_id=builder.instance_id).last_sequence == 6
+    assert stream.stream_depth() == (0, 0)
+
+
+def test_gap_bookkeeping():
+    assert gaps_update([], 4, [5, 6]) == []
+    assert gaps_update([], 4, [7, 9]) == [[5, 6], [8, 8]]
+    assert gaps_update([], -1, [3]) == [[1, 2]]  # a new epoch: sequences start at 1
+    assert gaps_update([], -1, [1, 2]) == []
+    assert gaps_update([[5, 9]], 12, [], filled=[5, 7, 9]) == [[6, 6], [8, 8]]
+    assert gaps_update([[2, 2], [5, 6]], 8, [11], filled=[2]) == [[5, 6], [9, 10]]
+    many = gaps_update([], 0, list(range(2, 2 * (MAX_SEQUENCE_GAPS + 5), 2)))
+    assert len(many) == MAX_SEQUENCE_GAPS and many[-1] == [2 * (MAX_SEQUENCE_GAPS + 4) - 1] * 2

@@ -11,6 +11,18 @@ Two paths share the row building and differ in how they guard against replays:
   writes the same rows plus events, and acknowledges the sequence. Urgent events schedule an immediate health
   evaluation after commit (`_ingest`).
 
+Sequence gaps: the epoch's `last_sequence` alone cannot tell a replay from a report that arrives after a newer
+one although it was never stored (it waited in the ingest queue while Redis was down and a batch written in the
+request jumped past it, or a writer that died held it while another stored later entries). So the epoch also
+keeps the ranges of sequences it jumped over (`AgentEpoch.gaps`). Only the general path, under the epoch's row
+lock, advances the epoch across a hole and records it; the set-based fast paths (here and in the ingest writer)
+advance it only when their batch continues the last sequence without a hole, and otherwise leave the batch to
+the general path. A report at or below `last_sequence` is stored only when its sequence lies in a recorded gap,
+in the transaction that takes it out of the gap: its history and events, not the latest status (which is
+newer). Anything else at or below `last_sequence` is a replay. An agent may skip sequences for good (a report
+set aside as poison, a spool that dropped its oldest); such a gap is never filled, so the list is bounded
+(`MAX_SEQUENCE_GAPS`, the newest kept).
+
 Rows are written set-based (`fleet.core.rowsets`: one statement per table, the rows as one JSON parameter).
 The hot path deliberately avoids ORM querysets: compiling a query cost more CPU than running it.
 """
@@ -21,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
 
+import orjson
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
@@ -43,6 +56,8 @@ logger = logging.getLogger(__name__)
 INT64_MAX = 2**63 - 1
 # One gpu_uuid_conflict event per (node, uuid) in this window, however often the node repeats the claim.
 CONFLICT_EVENT_EVERY = timedelta(hours=24)
+# Sequence ranges an agent epoch remembers as jumped over (module docstring); the oldest go first.
+MAX_SEQUENCE_GAPS = 32
 
 _NODE_STATUS_FIELDS = (
     "received_at", "collected_at", "sequence", "agent_instance_id", "agent_version", "interval_s", "silent",
@@ -121,14 +136,17 @@ def _ingest_steady(node_id: int, instance_id: str, reports: list[dict], now: dat
 
     Read the GPU map, then one statement that advances the epoch only if every report is new and, only if it did,
     writes the rows; PostgreSQL runs it atomically without an explicit transaction. Returns None when the batch
-    needs the general path: a GPU without a row, a replay or overlap, a new agent instance, or a GPU row that
-    went away meanwhile (the statement then stored nothing).
+    needs the general path: a GPU without a row, a replay or overlap, a batch that does not continue the last
+    sequence without a hole (a gap to record), a new agent instance, or a GPU row that went away meanwhile (the
+    statement then stored nothing).
     """
+    if not contiguous(reports):  # a hole in the batch: recorded as a gap, under the row lock (_ingest)
+        return None
     gpu_ids = dict(rowsets.fetch_all(_sql_gpu_map(), node_id))
     if any(g.get("uuid") and g["uuid"] not in gpu_ids for r in reports for g in r.get("gpus") or []):
         return None
     guard = rowsets.statement(_sql_epoch_advance(), reports[-1]["sequence"], now, node_id, instance_id,
-                              reports[0]["sequence"])
+                              reports[0]["sequence"] - 1)
     writes = _status_writes(node_id, instance_id, reports, gpu_ids, now, guarded=True)
     try:
         with transaction.atomic() if connection.in_atomic_block else nullcontext():
@@ -150,34 +168,47 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
             AgentEpoch.objects.bulk_create([AgentEpoch(node_id=node_id, instance_id=instance_id)],
                                            ignore_conflicts=True)
             rows = rowsets.fetch_all(_sql_epoch_lock(), node_id, instance_id)
-        epoch_id, last_sequence = rows[0][:2]
+        epoch_id, last_sequence, stored_gaps = rows[0][:3]
+        gaps = gaps_decode(stored_gaps)
         fresh = [r for r in reports if r["sequence"] > last_sequence]
+        # Never stored although at or below the acknowledged sequence (module docstring): stored now, all but
+        # the latest status (which is newer).
+        late = [r for r in reports if r["sequence"] <= last_sequence and in_gaps(r["sequence"], gaps)]
         result = IngestResult(acked_sequence=last_sequence, agent_instance_id=instance_id,
-                              duplicates=len(reports) - len(fresh))
-        if not fresh:
+                              duplicates=len(reports) - len(fresh) - len(late))
+        if not fresh and not late:
             return result
 
-        fresh = _cap_events(fresh, result.dropped)
+        capped = _cap_events(late + fresh, result.dropped)
+        late, fresh = capped[:len(late)], capped[len(late):]
         inventory_reports = [r for r in fresh if r.get("inventory")]
-        own = {uuid: pk for _, _, uuid, pk in rows if pk is not None}
-        refused, conflicts = _refused_gpus(node_id, own, fresh, inventory_reports, result.dropped)
+        own = {uuid: pk for _, _, _, uuid, pk in rows if pk is not None}
+        refused, conflicts = _refused_gpus(node_id, own, late + fresh, inventory_reports, result.dropped)
         if inventory_reports:
             gpu_ids = inventory_apply(node_id=node_id, report=inventory_reports[-1], now=now, refused=refused)
         else:
             gpu_ids = own
-        gpu_ids = _ensure_reported_gpus(node_id, fresh, gpu_ids, refused)
-        writes = _status_writes(node_id, instance_id, fresh, gpu_ids, now,
+        gpu_ids = _ensure_reported_gpus(node_id, late + fresh, gpu_ids, refused)
+        writes = _status_writes(node_id, instance_id, fresh, gpu_ids, now, late=late,
                                 inventory=inventory_reports[-1]["inventory"] if inventory_reports else None)
-        writes.append(rowsets.statement(_sql_epoch_ack(), fresh[-1]["sequence"],
-                                        connection.ops.adapt_datetimefield_value(now), epoch_id))
+        new_gaps = gaps_update(gaps, last_sequence, [r["sequence"] for r in fresh],
+                               filled=[r["sequence"] for r in late])
+        writes.append(rowsets.statement(_sql_epoch_ack(), fresh[-1]["sequence"] if fresh else last_sequence,
+                                        connection.ops.adapt_datetimefield_value(now), gaps_encode(new_gaps),
+                                        epoch_id))
         rowsets.execute(writes)
-        events = _events(node_id, fresh, gpu_ids) + _conflict_events(node_id, conflicts, fresh[-1], now)
+        if late:
+            logger.warning("node %s: stored %d report(s) (sequence %s) inside a sequence gap, after newer ones "
+                           "(history and events; the status stays the newest)", node_id, len(late),
+                           ", ".join(str(r["sequence"]) for r in late))
+        events = _events(node_id, late + fresh, gpu_ids)
+        events += _conflict_events(node_id, conflicts, (fresh or late)[-1], now)
         if events:
             created = Event.objects.bulk_create(events)
             result.events = [e.pk for e in created if e.pk is not None]
 
-        result.accepted = len(fresh)
-        result.acked_sequence = fresh[-1]["sequence"]
+        result.accepted = len(fresh) + len(late)
+        result.acked_sequence = fresh[-1]["sequence"] if fresh else last_sequence
         result.urgent_events = sum(1 for e in events if e.kind in ACTIONABLE_EVENT_KINDS)
         if result.urgent_events:
             notices = [e.pk for e in events if e.kind == EventKind.PREEMPTION_NOTICE and e.pk is not None]
@@ -186,11 +217,14 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
 
 
 def _status_writes(node_id: int, instance_id: str, reports: list[dict], gpu_ids: dict[str, int], now: datetime,
-                   *, inventory: dict | None = None, guarded: bool = False) -> list[rowsets.Statement]:
-    """The latest node and GPU status (upserts) and the history of new reports (folded into its buckets)."""
+                   *, inventory: dict | None = None, guarded: bool = False,
+                   late: list[dict] = ()) -> list[rowsets.Statement]:
+    """The latest node and GPU status (upserts) and the history of new reports (folded into its buckets).
+
+    `late`: reports older than the stored status (filling a sequence gap) whose history only is written."""
     node_samples, gpu_samples = [], []
     gpu_status: dict[int, dict] = {}
-    for report in reports:
+    for index, report in enumerate((*late, *reports)):
         at = parse_time(report["collected_at"])
         gpus = report.get("gpus") or []
         node_samples.append(_node_sample(node_id, at, report.get("system") or {}, gpus))
@@ -198,14 +232,17 @@ def _status_writes(node_id: int, instance_id: str, reports: list[dict], gpu_ids:
             gpu_pk = gpu_ids.get(gpu.get("uuid"))
             if gpu_pk is not None:
                 gpu_samples.append(_gpu_sample(gpu_pk, at, gpu))
-                gpu_status[gpu_pk] = _gpu_status(gpu_pk, node_id, at, gpu)
-    status = _node_status(node_id, reports[-1], now, instance_id)
-    update = _NODE_STATUS_FIELDS
-    if inventory is not None:
-        status["inventory_hash"] = inventory.get("hash", "")
-        status["boot_id"] = (inventory.get("host") or {}).get("boot_id") or ""
-        update = (*update, "inventory_hash", "boot_id")
-    writes = [rowsets.insert_rows(NodeStatus, [status], conflict="node_id", update=update, guarded=guarded)]
+                if index >= len(late):
+                    gpu_status[gpu_pk] = _gpu_status(gpu_pk, node_id, at, gpu)
+    writes = []
+    if reports:
+        status = _node_status(node_id, reports[-1], now, instance_id)
+        update = _NODE_STATUS_FIELDS
+        if inventory is not None:
+            status["inventory_hash"] = inventory.get("hash", "")
+            status["boot_id"] = (inventory.get("host") or {}).get("boot_id") or ""
+            update = (*update, "inventory_hash", "boot_id")
+        writes.append(rowsets.insert_rows(NodeStatus, [status], conflict="node_id", update=update, guarded=guarded))
     if gpu_status:
         writes.append(rowsets.insert_rows(GPUStatus, list(gpu_status.values()), conflict="gpu_id",
                                           update=_GPU_STATUS_FIELDS, guarded=guarded))
@@ -227,24 +264,70 @@ def _events(node_id: int, reports: list[dict], gpu_ids: dict[str, int]) -> list[
     return events
 
 
+# --- sequence gaps (module docstring) ------------------------------------------------------------------------
+
+def contiguous(reports: list[dict]) -> bool:
+    """Whether the batch's sequences (sorted, without repeats) follow each other without a hole."""
+    return reports[-1]["sequence"] - reports[0]["sequence"] == len(reports) - 1
+
+
+def gaps_decode(value) -> list[list[int]]:
+    """The stored gaps ([first, last] pairs, ascending): the column's JSON as the driver hands it back."""
+    if isinstance(value, str | bytes):
+        value = orjson.loads(value)
+    return [[int(lo), int(hi)] for lo, hi in value or []]
+
+
+def gaps_encode(gaps: list[list[int]]) -> str:
+    return orjson.dumps(gaps).decode()
+
+
+def in_gaps(sequence: int, gaps: list[list[int]]) -> bool:
+    return any(lo <= sequence <= hi for lo, hi in gaps)
+
+
+def gaps_update(gaps: list[list[int]], last_sequence: int, stored: list[int], *,
+                filled: list[int] = ()) -> list[list[int]]:
+    """The gaps after storing the sequences `stored` (ascending, all above `last_sequence`) and `filled` (each
+    inside a gap): every hole the epoch jumps over is added, filled sequences are taken out (splitting their
+    gap), and only the newest MAX_SEQUENCE_GAPS are kept. Sequences start at 1."""
+    out = []
+    taken = sorted(filled)
+    for lo, hi in gaps:
+        for sequence in (s for s in taken if lo <= s <= hi):
+            if sequence > lo:
+                out.append([lo, sequence - 1])
+            lo = sequence + 1
+        if lo <= hi:
+            out.append([lo, hi])
+    previous = max(last_sequence, 0)
+    for sequence in stored:
+        if sequence > previous + 1:
+            out.append([previous + 1, sequence - 1])
+        previous = sequence
+    return out[-MAX_SEQUENCE_GAPS:]
+
+
 @cache
 def _sql_epoch_lock() -> str:  # built on first use, once models are loaded
     epochs, gpus = AgentEpoch._meta.db_table, GPU._meta.db_table
     lock = " FOR UPDATE OF e" if connection.features.has_select_for_update_of else ""
-    return (f"SELECT e.id, e.last_sequence, g.uuid, g.id FROM {epochs} e "
+    return (f"SELECT e.id, e.last_sequence, e.gaps, g.uuid, g.id FROM {epochs} e "
             f"LEFT JOIN {gpus} g ON g.node_id = e.node_id WHERE e.node_id = %s AND e.instance_id = %s{lock}")
 
 
 @cache
 def _sql_epoch_ack() -> str:
-    return f"UPDATE {AgentEpoch._meta.db_table} SET last_sequence = %s, updated_at = %s WHERE id = %s"
+    gaps = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    return f"UPDATE {AgentEpoch._meta.db_table} SET last_sequence = %s, updated_at = %s, gaps = {gaps} WHERE id = %s"
 
 
 @cache
 def _sql_epoch_advance() -> str:
-    """Move the epoch to the batch's last sequence only if its first is new; the row lock orders racing batches."""
+    """Move the epoch to the batch's last sequence only if its first follows the stored one (no gap to record);
+    the row lock orders racing batches."""
     return (f"UPDATE {AgentEpoch._meta.db_table} SET last_sequence = %s, updated_at = %s "
-            "WHERE node_id = %s AND instance_id = %s AND last_sequence < %s")
+            "WHERE node_id = %s AND instance_id = %s AND last_sequence = %s")
 
 
 @cache

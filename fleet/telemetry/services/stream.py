@@ -12,7 +12,9 @@ silence sweep sees when the node spoke, not when a writer got to it) and the val
 that appends the entry adds its id to a per-node set (`<stream>:node:<id>`), which the writer empties after
 commit. A batch that must be written in the request first writes the node's queued entries itself (they are
 older), so a synchronous batch never overtakes queued ones and the exactly-once guard never mistakes them for
-replays; the writer later finds them stored and only acknowledges them.
+replays; the writer later finds them stored and only acknowledges them. While Redis does not answer, the
+queued entries cannot be read: the synchronous batch then jumps past them, the agent epoch records the sequences
+it jumped over, and the writer stores exactly those reports when Redis is back (sequence gaps, services/ingest.py).
 
 The acknowledgement is safe because the entry is durable before the answer leaves: Redis runs with
 `appendonly yes` and `appendfsync always` (docker-compose.yml, docs/deploy.md), so Redis fsyncs the append-only
@@ -101,8 +103,9 @@ def reports_accept(*, node_id: int, reports: list[dict], now: datetime) -> Inges
             metrics.reports_queued(unique)
             return IngestResult(acked_sequence=reports[-1]["sequence"], agent_instance_id=instance_id,
                                 accepted=unique, duplicates=len(reports) - unique, queued=True)
-        # Written here: the node's queued reports first, as they are older (unless Redis is down: then the writer
-        # stores their history when it finds them overtaken, services/writer.py).
+        # Written here: the node's queued reports first, as they are older (unless Redis is down: then the epoch
+        # records the sequences this batch jumps over, and the writer stores those reports when it gets to them,
+        # services/ingest.py).
         _write_queued_first(node_id)
     return reports_ingest(node_id=node_id, reports=reports, now=now)
 

@@ -10,10 +10,20 @@ that it cannot stall the rest.
 
 Storage uses ingest's own functions (`ingest._status_writes`, `reports_ingest`), so both paths write the same
 rows. On PostgreSQL the steady case of a whole batch is set-based across requests: one query for the GPU map
-of every node in the batch, one statement that advances every node's agent epoch only where all its reports are
-new (rows locked in id order, so two writers never deadlock on one another), then one statement per table for
-all nodes' rows, in one transaction. A node that needs more (a GPU without a row, a new agent instance, an
-overlap with stored sequences) is stored on its own through `reports_ingest` after that commit.
+of every node in the batch, one statement that advances every node's agent epoch only where its reports
+continue the stored sequence without a hole (rows locked in id order, so two writers never deadlock), then one
+statement per table for all nodes' rows, in one transaction. A node that needs more (a GPU without a row, a
+new agent instance, an overlap with stored sequences, a hole before or inside its sequences) is stored on its
+own through `reports_ingest` after that commit.
+
+Each (node, instance) of a batch contributes one status row and its history already folded per bucket
+(`history_writes`), and a node takes part with one instance at most, so the merged statements never name one
+row twice (`ON CONFLICT DO UPDATE` would refuse to update a row a second time).
+
+A queued report at or below the acknowledged sequence is a replay unless the epoch recorded its sequence as a
+gap (a batch written in the request while Redis was down jumped past it, or another writer stored later entries
+first): then `reports_ingest` stores it once, under the epoch's row lock, and takes it out of the gap
+(`services/ingest.py`).
 """
 
 import logging
@@ -42,9 +52,8 @@ from fleet.core import rowsets
 from fleet.inventory.models import GPU
 
 from .. import metrics
-from ..models import AgentEpoch, GPUStatus, NodeSample, NodeStatus
-from ..validation import parse_time
-from .ingest import _sql_epoch_lock, _status_writes, reports_ingest
+from ..models import AgentEpoch
+from .ingest import _status_writes, contiguous, reports_ingest
 from .stream import GROUP, STREAM_ERRORS, Entry, entry_decode, node_key, stream_name
 from .stream import redis_client as _redis_client
 
@@ -99,44 +108,11 @@ def entries_store(entries: list[Entry]) -> BatchOutcome:
             logger.exception("queued reports of node %s could not be stored", group.node_id)
             outcome.failed.extend(group.entry_ids)
             continue
-        late = _store_overtaken(group) if result.duplicates else 0
-        outcome.stored += result.accepted + late
-        outcome.duplicates += result.duplicates - late
+        # `accepted` counts late reports that filled a sequence gap (a synchronous batch overtook them, ingest.py)
+        outcome.stored += result.accepted
+        outcome.duplicates += result.duplicates
         outcome.done.extend(group.entry_ids)
     return outcome
-
-
-def _store_overtaken(group: _Group) -> int:
-    """History of queued reports that a batch written in the request overtook (it could not write them first
-    because Redis was down): their sequences are at or below the acknowledged one, yet they were never stored.
-    Writes their history (not the latest status, which is newer) once; returns how many. A real replay (a resent
-    batch, an entry stored by a writer killed before XACK) has its samples already and is left alone. The
-    epoch's row lock orders this against every other write of the agent instance."""
-    with transaction.atomic():
-        rows = rowsets.fetch_all(_sql_epoch_lock(), group.node_id, group.instance_id)
-        if not rows:
-            return 0
-        last_sequence = rows[0][1]
-        late = {parse_time(r["collected_at"]): r for r in group.reports if r["sequence"] <= last_sequence}
-        if not late:
-            return 0
-        stored = set(NodeSample.objects.filter(node_id=group.node_id, at__in=list(late)).values_list("at", flat=True))
-        missing = [r for at, r in late.items() if at not in stored]
-        if not missing:
-            return 0
-        gpu_ids = {uuid: pk for _, _, uuid, pk in rows if pk is not None}
-        latest = {NodeStatus._meta.db_table, GPUStatus._meta.db_table}
-        writes = [w for w in _status_writes(group.node_id, group.instance_id, missing, gpu_ids, group.received_at)
-                  if _table_of(w) not in latest]
-        rowsets.execute(writes)
-    logger.warning("node %s: stored the history of %d queued report(s) overtaken by a synchronous batch",
-                   group.node_id, len(missing))
-    return len(missing)
-
-
-def _table_of(statement: rowsets.Statement) -> str:
-    """The table an `insert_rows` statement writes (INSERT INTO "table" ...)."""
-    return statement.sql.split(None, 3)[2].strip('"`')
 
 
 def _groups(entries: list[Entry]) -> dict[tuple[int, str], _Group]:
@@ -171,6 +147,8 @@ def _store_steady(groups: dict[tuple[int, str], _Group]) -> set[tuple[int, str]]
         known = gpu_maps.get(group.node_id, {})
         if group.node_id in seen_nodes:  # two instances of one node in a batch: one status row, so one at a time
             continue
+        if not contiguous(group.reports):  # a hole to record as a gap: the general path, under the row lock
+            continue
         if any(g.get("uuid") and g["uuid"] not in known for r in group.reports for g in r.get("gpus") or []):
             continue
         seen_nodes.add(group.node_id)
@@ -202,13 +180,14 @@ def _sql_gpu_maps() -> str:
 
 @cache
 def _sql_epochs_advance() -> str:
-    """Each (node, instance) of the batch moves to its last sequence only if its first is new. Rows are locked
-    in id order first, so writers sharing nodes wait for each other instead of deadlocking."""
+    """Each (node, instance) of the batch moves to its last sequence only if its first follows the stored one
+    (nothing jumped over). Rows are locked in id order first, so writers sharing nodes wait for each other
+    instead of deadlocking."""
     epochs = AgentEpoch._meta.db_table
     return (f"WITH v AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS v(node_id bigint, instance_id text, "
             f"first bigint, last bigint)), "
             f"locked AS (SELECT e.id, v.last FROM {epochs} e JOIN v ON e.node_id = v.node_id "
-            f"AND e.instance_id = v.instance_id WHERE e.last_sequence < v.first ORDER BY e.id FOR UPDATE OF e) "
+            f"AND e.instance_id = v.instance_id WHERE e.last_sequence = v.first - 1 ORDER BY e.id FOR UPDATE OF e) "
             f"UPDATE {epochs} e SET last_sequence = locked.last, updated_at = %s FROM locked "
             f"WHERE e.id = locked.id RETURNING e.node_id, e.instance_id")
 
