@@ -160,8 +160,11 @@ def test_killed_writers_and_a_restarted_redis_lose_nothing_and_store_nothing_twi
                 # 2. Killed between its commit and its XACK: Redis takes no writes for a moment.
                 fleet.round()
                 wait_for(lambda: _consumer_pending(server, stream, "a2") > 0, what="writer a2 to read a batch")
-                _redis(server).execute_command("CLIENT", "PAUSE", "3000", "WRITE")
-                time.sleep(1.0)  # a2 commits, then waits to acknowledge
+                _redis(server).execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+                # a2 commits, then waits to acknowledge (the pause holds its XACK); a loaded box may take a while.
+                wait_for(lambda: AgentEpoch.objects.filter(last_sequence=fleet.agents[0][2].sequence).exists(),
+                         timeout=15, what="writer a2 to commit its batch", interval=0.05)
+                time.sleep(0.3)
                 os.kill(a2.pid, signal.SIGKILL)
                 a2.wait(timeout=10)
                 _redis(server).execute_command("CLIENT", "UNPAUSE")
