@@ -179,3 +179,18 @@ def test_charts_read_minute_rows(enroll, viewer_api):
     assert response.status_code == 200, response.content
     points = response.json()[0]["points"]
     assert [value for _, value in points] == [1.5, 5.5]
+
+
+def test_subnormal_readings_folded_into_a_stored_bucket_are_no_server_error(enroll):
+    """A hostile report's 5e-324 merged into a bucket that already holds a reading: PostgreSQL raises "underflow"
+    where the merge divides such a float, so history stores it as 0 (the hypothesis fuzz found the 500)."""
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id, gpus=1)
+    minute = _minute(3)
+    assert agent.send(_report(builder, minute, cpu=0.0, util=0, memory=0)).status_code == 200
+    later = _report(builder, minute + timedelta(seconds=15), cpu=5e-324, util=0, memory=0)
+    assert agent.send(later).status_code == 200
+    later = _report(builder, minute + timedelta(seconds=30), cpu=2.2e-308, util=0, memory=0)
+    assert agent.send(later).status_code == 200
+    row = NodeSample.objects.get(node_id=agent.node_id, at=minute)
+    assert row.samples == 3 and row.cpu_busy_pct == 0.0 and row.cpu_busy_pct_min == 0.0

@@ -83,6 +83,16 @@ def history_writes(node_rows: list[dict], gpu_rows: list[dict], *, now: datetime
     return writes
 
 
+# A gauge smaller than this in magnitude is stored as 0: no reading means anything at 1e-9 (percent, watts, °C,
+# bytes/s), and PostgreSQL raises "value out of range: underflow" where the bucket merge divides a subnormal
+# float (a hostile report may send 5e-324), which would turn a well-formed report into a 500.
+_TINY = 1e-9
+
+
+def _tidy(value):
+    return 0.0 if isinstance(value, float) and -_TINY < value < _TINY else value
+
+
 def _fold(rows: list[dict], key: str, gauges, maxed, ored) -> list[dict]:
     """One row per (owner, bucket): the reports' count, and each gauge's mean, min and max over its readings."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -99,18 +109,18 @@ def _fold(rows: list[dict], key: str, gauges, maxed, ored) -> list[dict]:
             member = members[0]
             out = {key: owner, "at": at, "samples": 1}
             for gauge in gauges:
-                out[gauge] = out[f"{gauge}_min"] = out[f"{gauge}_max"] = member.get(gauge)
+                out[gauge] = out[f"{gauge}_min"] = out[f"{gauge}_max"] = _tidy(member.get(gauge))
             for column in (*maxed, *ored):
                 out[column] = member.get(column)
             folded.append(out)
             continue
         out = {key: owner, "at": at, "samples": len(members)}
         for gauge in gauges:
-            values = [m[gauge] for m in members if m.get(gauge) is not None]
+            values = [_tidy(m[gauge]) for m in members if m.get(gauge) is not None]
             if gauge in _INTEGER_COLUMNS:
                 out[gauge] = (sum(values) + len(values) // 2) // len(values) if values else None
             else:
-                out[gauge] = finite_mean(values) if values else None
+                out[gauge] = _tidy(finite_mean(values)) if values else None
             out[f"{gauge}_min"] = min(values) if values else None
             out[f"{gauge}_max"] = max(values) if values else None
         for column in maxed:
