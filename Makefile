@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 AGENT := $(if $(wildcard agents/pyproject.toml),-e agents/,)
 
-.PHONY: setup run test lint frontend frontend-test clean
+.PHONY: setup run test test-python lint frontend frontend-test clean
 
 $(STAMP): pyproject.toml $(wildcard agents/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ frontend-test: setup
 	  cd frontend && $(NPM_CI) && npm run typecheck && npm run lint && npm run check:api && npm test; fi
 
 test: setup lint frontend-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The Python suite alone (CI's second pass, on the embedded default: lint and the console checks do not depend on
+# the database, so the first pass has run them).
+test-python: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

