@@ -4055,6 +4055,12 @@ export interface components {
             readonly serial: string;
             readonly pci_bus_id: string;
             readonly compute_capability: string;
+            /** @description Hardware slowdown (clocks cut) begins at this GPU temperature, °C. */
+            readonly temperature_slowdown_c: number | null;
+            /** @description The GPU shuts down for protection at this temperature, °C. */
+            readonly temperature_shutdown_c: number | null;
+            /** @description Maximum operating temperature (software throttling begins), °C. */
+            readonly temperature_max_operating_c: number | null;
             /** @description False once the GPU stopped appearing in inventory. */
             readonly present: boolean;
             /** Format: date-time */
@@ -4070,6 +4076,8 @@ export interface components {
             index: number;
             uuid: string;
             model: string;
+            temperature_slowdown_c: number | null;
+            temperature_shutdown_c: number | null;
             /** Format: date-time */
             collected_at: string;
             lost?: boolean;
@@ -9009,7 +9017,7 @@ export interface operations {
                 model?: string;
                 node?: number;
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
-                ordering?: ("compute_capability" | "first_seen" | "id" | "index" | "memory_total_bytes" | "model" | "node" | "node__hostname" | "pci_bus_id" | "present" | "serial" | "updated_at" | "uuid" | "-compute_capability" | "-first_seen" | "-id" | "-index" | "-memory_total_bytes" | "-model" | "-node" | "-node__hostname" | "-pci_bus_id" | "-present" | "-serial" | "-updated_at" | "-uuid")[];
+                ordering?: ("compute_capability" | "first_seen" | "id" | "index" | "memory_total_bytes" | "model" | "node" | "node__hostname" | "pci_bus_id" | "present" | "serial" | "temperature_max_operating_c" | "temperature_shutdown_c" | "temperature_slowdown_c" | "updated_at" | "uuid" | "-compute_capability" | "-first_seen" | "-id" | "-index" | "-memory_total_bytes" | "-model" | "-node" | "-node__hostname" | "-pci_bus_id" | "-present" | "-serial" | "-temperature_max_operating_c" | "-temperature_shutdown_c" | "-temperature_slowdown_c" | "-updated_at" | "-uuid")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */

@@ -353,7 +353,7 @@ const en = {
     gpu: "Show", wholeNode: "Whole node", gpuN: "GPU {{index}}", nodeUtil: "Node utilisation",
     gpuUtilAvg: "GPU utilisation (mean)", cpuBusy: "CPU busy", memUsed: "Memory used", max100: "100 %",
     utilisation: "GPU utilisation", memory: "GPU memory", memoryUsed: "Memory used", memoryTotal: "total {{total}}",
-    temperature: "Temperature", power: "Power", powerDraw: "Power draw", powerLimit: "limit {{limit}} W",
+    temperature: "Temperature", power: "Power", powerDraw: "Power draw", temperatureSlowdown: "slowdown {{value}} °C", powerLimit: "limit {{limit}} W",
     eccMark: "ECC", pcie: "PCIe link", pcieValue: "Gen{{gen}} x{{width}} of Gen{{genMax}} x{{widthMax}}",
     pcieDegraded: "degraded", pcieFull: "full speed", pcieUnknown: "not reported",
   },

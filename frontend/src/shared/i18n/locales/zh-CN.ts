@@ -352,7 +352,7 @@ const zhCN = {
     gpu: "显示", wholeNode: "整个节点", gpuN: "GPU {{index}}", nodeUtil: "节点利用率",
     gpuUtilAvg: "GPU 利用率（平均）", cpuBusy: "CPU 忙碌", memUsed: "内存使用", max100: "100 %",
     utilisation: "GPU 利用率", memory: "GPU 显存", memoryUsed: "显存使用", memoryTotal: "总量 {{total}}",
-    temperature: "温度", power: "功耗", powerDraw: "功耗", powerLimit: "上限 {{limit}} W",
+    temperature: "温度", power: "功耗", powerDraw: "功耗", temperatureSlowdown: "降频 {{value}} °C", powerLimit: "上限 {{limit}} W",
     eccMark: "ECC", pcie: "PCIe 链路", pcieValue: "Gen{{gen}} x{{width}}（最高 Gen{{genMax}} x{{widthMax}}）",
     pcieDegraded: "降级", pcieFull: "全速", pcieUnknown: "未上报",
   },
