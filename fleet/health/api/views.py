@@ -54,7 +54,7 @@ class FindingViewSet(CSVExportMixin, viewsets.ReadOnlyModelViewSet):
     queryset = finding_list()
     filterset_class = FindingFilterSet
     search_fields = ["summary", "node__hostname", "rule__slug", "rule__title", "node__provider__name"]
-    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at", "id"]
+    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at", "updated_at", "id"]
     # Severity sorts critical → warning → info and step in triage order, never alphabetically.
     ordering_ranks = {"severity": [s.value for s in Severity], "step": STEP_ORDER}
     ordering = ["-opened_at", "-id"]

@@ -3938,6 +3938,11 @@ export interface components {
             /** Format: date-time */
             readonly resolved_at: string | null;
             readonly resolution: string;
+            /**
+             * Format: date-time
+             * @description When the finding was opened, changed or resolved (not seen again)
+             */
+            readonly updated_at: string;
         };
         FindingDetail: {
             readonly id: number;
@@ -3981,6 +3986,11 @@ export interface components {
             /** Format: date-time */
             readonly resolved_at: string | null;
             readonly resolution: string;
+            /**
+             * Format: date-time
+             * @description When the finding was opened, changed or resolved (not seen again)
+             */
+            readonly updated_at: string;
             readonly evidence: unknown;
         };
         FindingIntake: {
@@ -8770,7 +8780,7 @@ export interface operations {
                 opened_after?: string;
                 opened_before?: string;
                 /** @description Fields to order by, comma-separated; prefix - for descending. severity, step sorts by rank (most severe first), not alphabetically. */
-                ordering?: ("first_seen" | "id" | "last_seen" | "opened_at" | "resolved_at" | "severity" | "step" | "-first_seen" | "-id" | "-last_seen" | "-opened_at" | "-resolved_at" | "-severity" | "-step")[];
+                ordering?: ("first_seen" | "id" | "last_seen" | "opened_at" | "resolved_at" | "severity" | "step" | "updated_at" | "-first_seen" | "-id" | "-last_seen" | "-opened_at" | "-resolved_at" | "-severity" | "-step" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -8778,7 +8788,7 @@ export interface operations {
                 pool?: number;
                 provider?: number;
                 provider_slug?: string;
-                /** @description Findings resolved at or after this time */
+                /** @description Findings resolved strictly after this time (`resolved_at` > it) */
                 resolved_after?: string;
                 /**
                  * @description * `provider` - Provider
@@ -8809,7 +8819,7 @@ export interface operations {
                  *     * `platform_hardware` - Platform / hardware
                  */
                 step?: ("capacity" | "platform_hardware" | "software_chain" | "visibility")[];
-                /** @description Incremental sync: findings opened, seen again, changed or resolved at or after this time (`last_seen` or `resolved_at` ≥ it). Open findings are seen again on every evaluation cycle. */
+                /** @description Incremental sync: findings opened, changed or resolved strictly after this time (`updated_at` > it). A finding merely seen again by the evaluation cycle does not count. Pass the largest `updated_at` of the previous poll (with `ordering=updated_at` to page through). */
                 updated_after?: string;
             };
             header?: never;
