@@ -6,6 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.api.trends import StrictQuerySerializer, query_params
 
 from ..selectors.cost_history import cost_history
@@ -26,7 +27,7 @@ class MonthCostSerializer(serializers.Serializer):
     per_utilised_gpu_hour = serializers.DecimalField(max_digits=20, decimal_places=4, allow_null=True)
 
 
-class CostHistoryView(APIView):
+class CostHistoryView(StrictQueryParamsMixin, APIView):
     """One row per month and currency: the monthly cost of the nodes that existed then, at today's prices, and
     the cost per utilised GPU-hour with that month's measured utilisation."""
 

@@ -8,7 +8,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.mixins import AuditedModelViewSet, StrictQueryParamsMixin
 from fleet.core.api.renderers import CSVExportMixin, CSVRenderer
 from fleet.inventory.models import Node
 
@@ -48,7 +48,7 @@ class FindingsCSVRenderer(CSVRenderer):
                "gpu_index", "first_seen", "opened_at", "last_seen", "resolved_at", "resolution"]
 
 
-class FindingViewSet(CSVExportMixin, viewsets.ReadOnlyModelViewSet):
+class FindingViewSet(StrictQueryParamsMixin, CSVExportMixin, viewsets.ReadOnlyModelViewSet):
     """Findings of the health engine; filter by node, pool, severity, step, layer, responsible party, state."""
 
     queryset = finding_list()
@@ -128,7 +128,7 @@ class XidPolicyViewSet(AuditedModelViewSet):
                                                     "policies": XidPolicy.objects.count()}).data)
 
 
-class NodeTriageView(APIView):
+class NodeTriageView(StrictQueryParamsMixin, APIView):
     """The node's triage checklist: the four steps in order, the first failing one as the headline."""
 
     @extend_schema(responses={200: TriageSerializer, 404: OpenApiResponse(description="No such node")})
@@ -137,7 +137,7 @@ class NodeTriageView(APIView):
         return Response(TriageSerializer(node_triage(node=node)).data)
 
 
-class NodeEvidenceView(APIView):
+class NodeEvidenceView(StrictQueryParamsMixin, APIView):
     """The node's evidence bundle (open findings, GPUs, nvidia-smi snapshot, kernel log, stack, changes)."""
 
     renderer_classes = [JSONRenderer, EvidenceTextRenderer]
