@@ -24,6 +24,7 @@ from ..selectors import (
     expiring_reserved_terms,
     node_billing,
     node_billing_rows,
+    pool_preemptions_daily,
     pool_what_if,
     preemption_rates,
 )
@@ -43,6 +44,8 @@ from .serializers import (
     NodePreemptedSerializer,
     PoolWhatIfQuerySerializer,
     PoolWhatIfSerializer,
+    PreemptionDailyQuerySerializer,
+    PreemptionDailySerializer,
     PreemptionRateQuerySerializer,
     PreemptionRateSerializer,
     PreemptionRecordSerializer,
@@ -180,6 +183,17 @@ class PreemptionRateView(StrictQueryParamsMixin, APIView):
         params = _query(PreemptionRateQuerySerializer, request)
         rows = preemption_rates(now=timezone.now(), scope=params["group_by"], billing_mode=params.get("billing_mode"))
         return Response(PreemptionRateSerializer(rows, many=True).data)
+
+
+class PreemptionDailyView(StrictQueryParamsMixin, APIView):
+    """Per spot pool and UTC day over the last `days` days: preemptions, node-hours on spot and the rate per
+    node-day (the trends page's line chart)."""
+
+    @extend_schema(parameters=[PreemptionDailyQuerySerializer], responses=PreemptionDailySerializer)
+    def get(self, request):
+        params = _query(PreemptionDailyQuerySerializer, request)
+        days, pools = pool_preemptions_daily(now=timezone.now(), days=params["days"])
+        return Response(PreemptionDailySerializer({"days": days, "pools": pools}).data)
 
 
 class ExpiringReservedTermView(StrictQueryParamsMixin, APIView):

@@ -580,6 +580,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_events_list"];
         put?: never;
         post?: never;
@@ -596,6 +606,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_events_retrieve"];
         put?: never;
         post?: never;
@@ -841,6 +861,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_fleet_summary_retrieve"];
         put?: never;
         post?: never;
@@ -925,6 +955,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_gpus_series_list"];
         put?: never;
         post?: never;
@@ -1340,6 +1380,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_me_retrieve"];
         put?: never;
         post?: never;
@@ -1929,6 +1979,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/preemption-rates/daily/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Per spot pool and UTC day over the last `days` days: preemptions, node-hours on spot and the rate per
+         *     node-day (the trends page's line chart).
+         */
+        get: operations["v1_preemption_rates_daily_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/preemptions/": {
         parameters: {
             query?: never;
@@ -2315,6 +2385,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_ssh_actions_list"];
         put?: never;
         post?: never;
@@ -2331,6 +2411,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_ssh_actions_retrieve"];
         put?: never;
         post?: never;
@@ -5638,6 +5728,16 @@ export interface components {
             breaker_state: string;
             breaker_incident: string | null;
         };
+        PoolPreemptionDays: {
+            pool_id: number;
+            name: string;
+            /** @description One count per day of `days` */
+            preemptions: number[];
+            /** @description Hours the pool's spot nodes ran, per day of `days` */
+            node_hours: string[];
+            /** @description Preemptions per node-day (preemptions × 24 ÷ node-hours) per day; null where no node ran */
+            rate_per_node_day: (string | null)[];
+        };
         PoolRemediationSettings: {
             readonly pool: number;
             readonly pool_name: string;
@@ -5689,6 +5789,11 @@ export interface components {
             lost_gpu_hours_per_preemption: string | null;
             lost_work_basis: string;
             scenarios: components["schemas"]["Scenario"][];
+        };
+        PreemptionDaily: {
+            /** @description UTC days, oldest first */
+            days: string[];
+            pools: components["schemas"]["PoolPreemptionDays"][];
         };
         PreemptionRate: {
             group_by: components["schemas"]["GroupByEnum"];
@@ -11485,6 +11590,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PreemptionRate"][];
+                };
+            };
+        };
+    };
+    v1_preemption_rates_daily_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Days back from today (UTC), today included; 1-90, default 30 */
+                days?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreemptionDaily"];
                 };
             };
         };
