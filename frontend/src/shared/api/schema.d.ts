@@ -386,8 +386,9 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * @description One row per month and currency: the monthly cost of the nodes that existed then, at today's prices, and
-         *     the cost per utilised GPU-hour with that month's measured utilisation.
+         * @description One row per month and currency: what the month cost (the current one so far), from the daily cost snapshots
+         *     at the prices of the time where they exist and at today's prices elsewhere (`estimated`), and the cost per
+         *     utilised GPU-hour with the measured utilisation.
          */
         get: operations["v1_cost_history_list"];
         put?: never;
@@ -4510,6 +4511,8 @@ export interface components {
             utilisation_pct: string | null;
             /** Format: decimal */
             per_utilised_gpu_hour: string | null;
+            /** @description True when some day of the month before today has no cost recorded at the prices of the time (no daily snapshot, or one the backfill wrote): those days are costed at today's prices */
+            estimated: boolean;
         };
         Node: {
             readonly id: number;

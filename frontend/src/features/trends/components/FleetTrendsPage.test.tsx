@@ -20,9 +20,9 @@ function api() {
       { pool_id: 3, name: "spot-a", preemptions: [0, 1, 2], node_hours: ["0.00", "48.00", "24.00"], rate_per_node_day: [null, "0.500000", "2.000000"] },
       { pool_id: 4, name: "spot-b", preemptions: [0, 0, 0], node_hours: ["24.00", "24.00", "24.00"], rate_per_node_day: ["0.000000", "0.000000", "0.000000"] }] },
     "GET /api/v1/cost-history/": [
-      { month: "2026-11", currency: "USD", nodes: 2, gpu_count: 16, total: "1000.00", utilisation_pct: "50.00", per_utilised_gpu_hour: "0.1712" },
-      { month: "2026-12", currency: "USD", nodes: 2, gpu_count: 16, total: "1100.00", utilisation_pct: null, per_utilised_gpu_hour: null },
-      { month: "2026-12", currency: "CNY", nodes: 1, gpu_count: 8, total: "9000.00", utilisation_pct: "80.00", per_utilised_gpu_hour: "1.9264" },
+      { month: "2026-11", currency: "USD", nodes: 2, gpu_count: 16, total: "1000.00", utilisation_pct: "50.00", per_utilised_gpu_hour: "0.1712", estimated: true },
+      { month: "2026-12", currency: "USD", nodes: 2, gpu_count: 16, total: "1100.00", utilisation_pct: null, per_utilised_gpu_hour: null, estimated: false },
+      { month: "2026-12", currency: "CNY", nodes: 1, gpu_count: 8, total: "9000.00", utilisation_pct: "80.00", per_utilised_gpu_hour: "1.9264", estimated: false },
     ],
     "GET /api/v1/provider-scorecard/": [{ provider_id: 1, provider: "AWS", kind: "cloud", support_contact: "aws-support@example.com", gpu_days: "240.00",
       findings: 3, provider_findings: 2, incidents: 1, findings_per_1k_gpu_days: "12.50", provider_findings_per_1k_gpu_days: "8.33", incidents_per_1k_gpu_days: "4.17" }],
@@ -58,5 +58,8 @@ describe("FleetTrendsPage", () => {
     expect(blocks.map((b) => within(b).getAllByRole("heading")[0].textContent)).toEqual(["USD", "CNY"]);
     expect(within(blocks[0]).getByRole("img", { name: /Cost per month \(USD\)\. USD: \$1,100/ })).toBeInTheDocument();
     expect(within(blocks[1]).getByRole("img", { name: /Cost per month \(CNY\)\. CNY: CN¥9,000/ })).toBeInTheDocument();
+    // Only November has days costed at today's prices; December was recorded at the prices of the time.
+    expect(screen.getByTestId("cost-estimated")).toHaveTextContent("Estimated at today's prices (days without a cost recorded then): 2026-11");
+    expect(screen.getByTestId("cost-estimated")).not.toHaveTextContent("2026-12");
   }, 20_000);
 });

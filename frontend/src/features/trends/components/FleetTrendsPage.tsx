@@ -168,6 +168,8 @@ function CostPanel() {
         {(rows) => {
           const currencies = [...new Set(rows.map((r) => r.currency))];
           const months = [...new Set(rows.map((r) => r.month))].sort();
+          // Months with days costed at today's prices (no daily record at the prices of the time).
+          const estimated = months.filter((month) => rows.some((r) => r.month === month && r.estimated));
           const times = months.map((m) => Date.parse(`${m}-01T00:00:00Z`) / 1000);
           const pick = (currency: string, field: "total" | "per_utilised_gpu_hour") => months.map((month) => {
             const row = rows.find((r) => r.month === month && r.currency === currency);
@@ -190,6 +192,9 @@ function CostPanel() {
                     lines={[{ label: currency, color: PALETTE[i % PALETTE.length], values: pick(currency, "per_utilised_gpu_hour") }]} />
                 </div>
               ))}
+              {estimated.length > 0 ? (
+                <p className="small" data-testid="cost-estimated">{t("trends.costEstimated", { months: estimated.join(", ") })}</p>
+              ) : null}
               <p className="small muted">{t("trends.costNote")}</p>
             </>
           );
