@@ -121,6 +121,7 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     result["gpus"] = [{"index": g["index"], "name": g["name"], "uuid": g["uuid"], "pci_bus_id": g["pci_bus_id"],
+                       "temperature_thresholds": g.get("temperature_thresholds"),
                        "unavailable": _unavailable_fields(g)} for g in first.gpus]
     result["sample_gpu_entry"] = first.gpus[0]
     result["events_in_first_sample"] = first.events

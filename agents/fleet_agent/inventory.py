@@ -17,7 +17,16 @@ GPU_IDENTITY_FIELDS = (
     "pci_bus_id",
     "memory_total_bytes",
     "compute_capability",
+    "temperature_thresholds",
 )
+# Facts the NVML adapter reads once per driver load and that travel only in the inventory, never in the
+# per-sample ``gpus`` entries (the report schema's gpu object has no place for them).
+GPU_INVENTORY_ONLY_FIELDS = ("temperature_thresholds",)
+
+
+def sample_gpu(gpu: dict) -> dict:
+    """A GPU entry as the report's ``gpus`` carries it: without the inventory-only facts."""
+    return {key: value for key, value in gpu.items() if key not in GPU_INVENTORY_ONLY_FIELDS}
 
 
 def canonical_json(value: object) -> bytes:

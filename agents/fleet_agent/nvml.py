@@ -50,6 +50,8 @@ _NO_MORE_LINKS = frozenset({ERROR_NOT_SUPPORTED, ERROR_INVALID_ARGUMENT, ERROR_F
 
 # nvml.h constants, repeated here so a stand-in module needs only the functions.
 TEMPERATURE_GPU = 0
+# nvmlTemperatureThresholds_t: the ones the inventory carries, as (report key, value)
+TEMPERATURE_THRESHOLDS = (("shutdown_c", 0), ("slowdown_c", 1), ("gpu_max_c", 3))
 CLOCK_SM = 1
 ECC_CORRECTED, ECC_UNCORRECTED = 0, 1
 ECC_VOLATILE, ECC_AGGREGATE = 0, 1
@@ -333,12 +335,24 @@ class NvmlAdapter:
             "nvlink_links": self._count_nvlinks(handle),
             # GSP firmware ships with the driver and loads at driver start: fixed while the driver is loaded.
             "gsp_firmware_version": _text(self._field("nvmlDeviceGetGspFirmwareVersion", handle)),
+            # Set by the board's firmware (VBIOS): fixed while the driver is loaded, sent with the inventory only.
+            "temperature_thresholds": self._temperature_thresholds(handle),
         }
         # Cache only a complete identity, so a transient failure is retried next cycle; this also
         # keeps the lost GPU's uuid and bus id for its ``lost`` entry later.
         if static["uuid"] is not None and static["pci_bus_id"] is not None:
             self._static[index] = static
         return static
+
+    def _temperature_thresholds(self, handle: Any) -> dict | None:
+        """Shutdown, slowdown (hardware clock cut) and max operating (software throttle) temperatures in °C;
+        ``None`` when the board has none of them (vGPU guests, some consumer boards)."""
+        thresholds = {}
+        for key, threshold in TEMPERATURE_THRESHOLDS:
+            value = self._field("nvmlDeviceGetTemperatureThreshold", handle, threshold)
+            # 0 or an absurd value is a board that fills the field without knowing it: treat as unknown.
+            thresholds[key] = int(value) if value is not None and 0 < int(value) < 200 else None
+        return thresholds if any(value is not None for value in thresholds.values()) else None
 
     def _count_nvlinks(self, handle: Any) -> int | None:
         """Links this GPU has: probing stops at the first NotSupported/InvalidArgument."""
@@ -547,6 +561,8 @@ class NvmlAdapter:
             "mig_mode": dynamic.get("mig_mode"),
             "gsp_firmware_version": static.get("gsp_firmware_version"),
             "fabric": dynamic.get("fabric"),
+            # inventory only: ReportBuilder moves it out of the per-sample entry (fleet_agent.inventory)
+            "temperature_thresholds": static.get("temperature_thresholds"),
         }
 
     def _note_lost(self, index: int, gpu: dict, events: list[dict]) -> None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Protocol
 
 from fleet_agent import __version__
-from fleet_agent.inventory import build_inventory
+from fleet_agent.inventory import build_inventory, sample_gpu
 from fleet_agent.timeutil import rfc3339, utc_now
 
 SCHEMA_VERSION = "1.0"
@@ -163,7 +163,7 @@ class ReportBuilder:
             "collected_at": rfc3339(self._clock()),
             "interval_s": self.interval_s,
             "visibility": parts.visibility,
-            "gpus": parts.gpus,
+            "gpus": [sample_gpu(gpu) for gpu in parts.gpus],
             "system": parts.system,
             "cloud": parts.cloud,
             "checkpoint": parts.checkpoint,

@@ -19,13 +19,18 @@ from typing import Any
 import pynvml
 
 # Model catalog: what NVML reports for common data-centre and consumer GPUs. ``unsupported`` lists
-# the feature groups NVML answers with NotSupported on that board.
+# the feature groups NVML answers with NotSupported on that board. ``temperature_thresholds_c`` is
+# (shutdown, slowdown, GPU max operating) as ``nvidia-smi -q`` shows them ("GPU Shutdown Temp", "GPU Slowdown
+# Temp", "GPU Max Operating Temp"); None where the board answers NotSupported (nvidia-smi's "N/A"). Hopper's
+# match the H100 product brief (max operating 87, slowdown 89, shutdown 92 °C) and A100's an 8-GPU node's
+# `nvidia-smi -q` (85 / 89 / 92); the others are representative, not a given board's exact figures.
 GPU_MODELS: dict[str, dict[str, Any]] = {
     "H100-SXM-80GB": dict(
         name="NVIDIA H100 80GB HBM3",
         memory_mib=81559,
         cc=(9, 0),
         power_limit_w=700,
+        temperature_thresholds_c=(92, 89, 87),
         max_sm_mhz=1980,
         pcie=(5, 16),
         nvlinks=18,
@@ -37,6 +42,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=143771,
         cc=(9, 0),
         power_limit_w=700,
+        temperature_thresholds_c=(92, 89, 87),
         max_sm_mhz=1980,
         pcie=(5, 16),
         nvlinks=18,
@@ -48,6 +54,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=81920,
         cc=(8, 0),
         power_limit_w=400,
+        temperature_thresholds_c=(92, 89, 85),
         max_sm_mhz=1410,
         pcie=(4, 16),
         nvlinks=12,
@@ -58,6 +65,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=23028,
         cc=(8, 6),
         power_limit_w=300,
+        temperature_thresholds_c=(98, 95, 88),
         max_sm_mhz=1710,
         pcie=(4, 16),
         nvlinks=0,
@@ -68,6 +76,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=23034,
         cc=(8, 9),
         power_limit_w=72,
+        temperature_thresholds_c=(98, 95, 88),
         max_sm_mhz=2040,
         pcie=(4, 16),
         nvlinks=0,
@@ -78,6 +87,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=46068,
         cc=(8, 9),
         power_limit_w=350,
+        temperature_thresholds_c=(98, 95, 88),
         max_sm_mhz=2520,
         pcie=(4, 16),
         nvlinks=0,
@@ -88,6 +98,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=15360,
         cc=(7, 5),
         power_limit_w=70,
+        temperature_thresholds_c=(96, 93, None),
         max_sm_mhz=1590,
         pcie=(3, 16),
         nvlinks=0,
@@ -98,6 +109,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=32768,
         cc=(7, 0),
         power_limit_w=300,
+        temperature_thresholds_c=(90, 87, 83),
         max_sm_mhz=1530,
         pcie=(3, 16),
         nvlinks=6,
@@ -108,6 +120,7 @@ GPU_MODELS: dict[str, dict[str, Any]] = {
         memory_mib=24564,
         cc=(8, 9),
         power_limit_w=450,
+        temperature_thresholds_c=(95, 92, 90),
         max_sm_mhz=2520,
         pcie=(4, 16),
         nvlinks=0,
@@ -170,6 +183,8 @@ class SimulatedGpu:
     fabric_state: int = 3
     fabric_status: int = 0
     fabric_clique: int = 0
+    # nvmlTemperatureThresholds_t -> °C; a threshold missing here answers NotSupported
+    temperature_thresholds: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def from_model(cls, model: str, index: int, *, node_key: str = "sim", vgpu: bool = False) -> SimulatedGpu:
@@ -178,6 +193,12 @@ class SimulatedGpu:
         if not spec.get("fabric"):  # the fabric info API exists on Hopper and later NVSwitch systems only
             unsupported.add("fabric")
         bus = 0x18 + index * 0x10 if index < 14 else index
+        shutdown, slowdown, gpu_max = spec["temperature_thresholds_c"]
+        thresholds = {
+            pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: shutdown,
+            pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: slowdown,
+            pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: gpu_max,
+        }
         return cls(
             index=index,
             name=spec["name"],
@@ -193,6 +214,7 @@ class SimulatedGpu:
             unsupported=unsupported,
             sm_clock=spec["max_sm_mhz"],
             nvlink_states=[1] * spec["nvlinks"] if spec["nvlinks"] else None,
+            temperature_thresholds={key: value for key, value in thresholds.items() if value is not None},
         )
 
 
@@ -380,6 +402,18 @@ class SimulatedNvml:
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return gpu.temperature
+
+    def nvmlDeviceGetTemperatureThreshold(self, handle: SimulatedHandle, threshold: int) -> int:
+        """pynvml's call: an nvmlTemperatureThresholds_t in, °C out as an int (the C call's unsigned int);
+        InvalidArgument for a value outside the enum, NotSupported for a threshold the board does not have."""
+        self._check_function("nvmlDeviceGetTemperatureThreshold")
+        gpu = self._gpu(handle, "temperature")
+        if not 0 <= threshold < pynvml.NVML_TEMPERATURE_THRESHOLD_COUNT:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        value = gpu.temperature_thresholds.get(threshold)
+        if value is None:
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(value)
 
     def nvmlDeviceGetPowerUsage(self, handle: SimulatedHandle) -> int:
         return self._gpu(handle, "power").power_mw

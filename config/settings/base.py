@@ -234,6 +234,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
     "telemetry-create-history-partitions": {"task": "telemetry.create_history_partitions", "schedule": 3600},
     "billing-evaluate-terms": {"task": "billing.check_reserved_terms", "schedule": 3600},
+    "billing-close-cost-day": {"task": "billing.close_cost_day", "schedule": 3600},
     "remediation-sweep": {"task": "remediation.sweep", "schedule": env_int("REMEDIATION_SWEEP_INTERVAL_S", 15)},
     "integrations-deliver-due": {"task": "integrations.deliver_due",
                                  "schedule": env_int("INTEGRATIONS_SWEEP_INTERVAL_S", 10)},

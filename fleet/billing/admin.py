@@ -1,6 +1,14 @@
 from django.contrib import admin
 
-from .models import BillingPlan, CheckpointPolicy, CostProfile, PreemptionRecord, PriceListEntry
+from .models import (
+    BillingPlan,
+    CheckpointPolicy,
+    CostDay,
+    CostProfile,
+    DailyCostSnapshot,
+    PreemptionRecord,
+    PriceListEntry,
+)
 
 
 @admin.register(BillingPlan)
@@ -36,3 +44,19 @@ class PreemptionRecordAdmin(admin.ModelAdmin):
     search_fields = ("node__hostname", "instance_type")
     raw_id_fields = ("node", "notice_event", "recorded_by")
     date_hierarchy = "at"
+
+
+@admin.register(CostDay)
+class CostDayAdmin(admin.ModelAdmin):
+    list_display = ("day", "estimated", "closed_at")
+    list_filter = ("estimated",)
+    date_hierarchy = "day"
+
+
+@admin.register(DailyCostSnapshot)
+class DailyCostSnapshotAdmin(admin.ModelAdmin):
+    list_display = ("cost_day", "pool_name", "currency", "nodes", "gpu_count", "total")
+    list_filter = ("currency",)
+    list_select_related = ("cost_day",)
+    search_fields = ("pool_name",)
+    raw_id_fields = ("cost_day", "pool")

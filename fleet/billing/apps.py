@@ -13,7 +13,15 @@ class BillingConfig(AppConfig):
 
         from . import receivers
         from .metrics import preemption_gauges
-        from .models import BillingPlan, CheckpointPolicy, CostProfile, PreemptionRecord, PriceListEntry
+        from .models import (
+            BillingPlan,
+            CheckpointPolicy,
+            CostDay,
+            CostProfile,
+            DailyCostSnapshot,
+            PreemptionRecord,
+            PriceListEntry,
+        )
 
         # Telemetry sits below billing and may not import it: billing subscribes to what telemetry announces.
         signals.urgent_events_stored.connect(receivers.record_announced_preemptions,
@@ -27,3 +35,5 @@ class BillingConfig(AppConfig):
         # Derived from the cloud's notices and the node's silence; the node's move to `preempted` is recorded
         # as an action on the node.
         audit_exempt(PreemptionRecord)
+        # Written by the daily close and the backfill command from the prices and inventory (themselves audited).
+        audit_exempt(CostDay, DailyCostSnapshot)

@@ -210,3 +210,46 @@ class PreemptionRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node} preempted at {self.at:%Y-%m-%d %H:%M}"
+
+
+class CostDay(models.Model):
+    """One UTC day whose cost has been recorded (`DailyCostSnapshot`s): written once, by the daily close (at the
+    prices of the time) or by the backfill command (at the prices of when it ran: `estimated`)."""
+
+    day = models.DateField(unique=True)
+    estimated = models.BooleanField(
+        default=False, help_text="Backfilled at the prices in force when it ran, not recorded at the day's end")
+    closed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-day"]
+
+    def __str__(self) -> str:
+        return f"{self.day}{' (estimated)' if self.estimated else ''}"
+
+
+class DailyCostSnapshot(models.Model):
+    """What one day cost, per pool and currency: each node's monthly cost then × the hours it ran that day ÷ 730,
+    with the GPU-hours and the measured utilisation behind the cost per utilised GPU-hour."""
+
+    cost_day = models.ForeignKey(CostDay, on_delete=models.CASCADE, related_name="snapshots")
+    pool = models.ForeignKey(Pool, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                             help_text="Null: nodes without a pool (or a pool deleted since)")
+    pool_name = models.CharField(max_length=100, blank=True, help_text="The pool's name on the day")
+    currency = models.CharField(max_length=3)
+    nodes = models.PositiveIntegerField(default=0)
+    gpu_count = models.PositiveIntegerField(default=0)
+    total = models.DecimalField(max_digits=20, decimal_places=4)
+    gpu_hours = models.DecimalField(max_digits=20, decimal_places=4, default=ZERO)
+    # The part of the cost, and of the GPU-hours, of nodes whose utilisation was measured that day, and their
+    # utilised GPU-hours: cost per utilised GPU-hour = measured_total / utilised_gpu_hours.
+    measured_total = models.DecimalField(max_digits=20, decimal_places=4, default=ZERO)
+    measured_gpu_hours = models.DecimalField(max_digits=20, decimal_places=4, default=ZERO)
+    utilised_gpu_hours = models.DecimalField(max_digits=20, decimal_places=4, default=ZERO)
+
+    class Meta:
+        ordering = ["cost_day_id", "pool_id", "currency"]
+        indexes = [models.Index(fields=["cost_day", "currency"])]
+
+    def __str__(self) -> str:
+        return f"{self.cost_day.day} {self.pool_name or '—'}: {self.total} {self.currency}"

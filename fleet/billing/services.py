@@ -1,9 +1,10 @@
-"""Write-side billing: preemption records (from notices, silent nodes and operators) and reserved-term upkeep."""
+"""Write-side billing: preemption records (from notices, silent nodes and operators), reserved-term upkeep, and the
+daily cost close (what each day cost, at the prices of the time)."""
 
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.core.exceptions import ValidationError
@@ -25,7 +26,8 @@ from fleet_agent.protocol import RECLAIM_NOTICE_KINDS
 
 from .choices import PreemptionSource
 from .costing import add_months, term_months
-from .models import BillingPlan, PreemptionRecord
+from .models import BillingPlan, CostDay, DailyCostSnapshot, PreemptionRecord
+from .selectors.daily_cost import nodes_in, pool_costs
 from .selectors.facts import NODE_RELATED, effective_instance_type, effective_site_id
 from .selectors.policies import checkpoint_policy_for_nodes
 from .selectors.terms import ExpiringTerm, expiring_reserved_terms, today_at
@@ -338,3 +340,60 @@ def check_reserved_terms(*, now: datetime) -> dict:
     renewed = reserved_terms_renew(now=now)
     expiring = reserved_terms_expiring(now=now)
     return {"renewed": [p.pk for p in renewed], "expiring": [t.plan_id for t in expiring]}
+
+
+# --- The daily cost close -------------------------------------------------------------------------------------
+
+COST_PLACES = Decimal("0.0001")
+
+
+def _day_bounds(day: date) -> tuple[datetime, datetime]:
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def cost_day_close(*, day: date, now: datetime, estimated: bool = False) -> CostDay | None:
+    """Record what `day` (UTC) cost per pool and currency, at the prices in force now; once: a day already closed
+    is left as it is and None returned (rerunning is safe, and two runs at once write it once). `estimated`
+    marks a day closed long after it ended (the backfill), whose prices may not be the day's."""
+    start, end = _day_bounds(day)
+    if end > now:
+        raise ValueError(f"{day} is not over yet")
+    if CostDay.objects.filter(day=day).exists():
+        return None
+    nodes = nodes_in(start, end)
+    costs = pool_costs(nodes=nodes, intervals=[(start, end)], utilisation_from=start, utilisation_to=end)
+    try:
+        with transaction.atomic():
+            closed = CostDay.objects.create(day=day, estimated=estimated)
+            DailyCostSnapshot.objects.bulk_create([DailyCostSnapshot(
+                cost_day=closed, pool_id=c.pool_id, pool_name=c.pool_name[:100], currency=c.currency, nodes=c.nodes,
+                gpu_count=c.gpu_count, total=c.total.quantize(COST_PLACES),
+                gpu_hours=c.gpu_hours.quantize(COST_PLACES), measured_total=c.measured_total.quantize(COST_PLACES),
+                measured_gpu_hours=c.measured_gpu_hours.quantize(COST_PLACES),
+                utilised_gpu_hours=c.utilised_gpu_hours.quantize(COST_PLACES)) for c in costs])
+    except IntegrityError:  # another run closed it meanwhile
+        return None
+    return closed
+
+
+def cost_yesterday_close(*, now: datetime) -> dict:
+    """The beat task's service: close yesterday (UTC) at today's prices, which are still the day's."""
+    day = now.astimezone(UTC).date() - timedelta(days=1)
+    closed = cost_day_close(day=day, now=now)
+    return {"day": day.isoformat(), "closed": closed is not None,
+            "snapshots": closed.snapshots.count() if closed is not None else 0}
+
+
+def cost_days_backfill(*, now: datetime, days: int) -> list[date]:
+    """Close, as estimated at today's prices, every day of the last `days` (yesterday back, from the first node's
+    creation) not closed yet; returns the days closed."""
+    today = now.astimezone(UTC).date()
+    first_node = Node.objects.order_by("created_at").values_list("created_at", flat=True).first()
+    if first_node is None:
+        return []
+    wanted = [day for day in (today - timedelta(days=n) for n in range(days, 0, -1))
+              if day >= first_node.astimezone(UTC).date()]
+    have = set(CostDay.objects.filter(day__in=wanted).values_list("day", flat=True))
+    return [day for day in wanted if day not in have
+            and cost_day_close(day=day, now=now, estimated=True) is not None]

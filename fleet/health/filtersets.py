@@ -1,5 +1,4 @@
 import django_filters
-from django.db.models import Q
 
 from fleet.inventory.choices import Layer, Owner
 
@@ -23,14 +22,13 @@ class FindingFilterSet(django_filters.FilterSet):
     opened_after = django_filters.IsoDateTimeFilter(field_name="opened_at", lookup_expr="gte")
     opened_before = django_filters.IsoDateTimeFilter(field_name="opened_at", lookup_expr="lt")
     updated_after = django_filters.IsoDateTimeFilter(
-        method="filter_updated_after",
-        help_text="Incremental sync: findings opened, seen again, changed or resolved at or after this time "
-                  "(`last_seen` or `resolved_at` ≥ it). Open findings are seen again on every evaluation cycle.")
-    resolved_after = django_filters.IsoDateTimeFilter(field_name="resolved_at", lookup_expr="gte",
-                                                      help_text="Findings resolved at or after this time")
-
-    def filter_updated_after(self, queryset, name, value):
-        return queryset.filter(Q(last_seen__gte=value) | Q(resolved_at__gte=value))
+        field_name="updated_at", lookup_expr="gt",
+        help_text="Incremental sync: findings opened, changed or resolved strictly after this time (`updated_at` > "
+                  "it). A finding merely seen again by the evaluation cycle does not count. Pass the largest "
+                  "`updated_at` of the previous poll (with `ordering=updated_at` to page through).")
+    resolved_after = django_filters.IsoDateTimeFilter(
+        field_name="resolved_at", lookup_expr="gt",
+        help_text="Findings resolved strictly after this time (`resolved_at` > it)")
 
     class Meta:
         model = Finding

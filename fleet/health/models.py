@@ -134,6 +134,11 @@ class Finding(models.Model):
     last_seen = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
     resolution = models.CharField(max_length=200, blank=True)
+    # When the finding last changed: opened, its content (severity, summary, evidence, routing…) rewritten, or
+    # resolved; NOT when it was merely seen again (that moves last_seen only). The health cycle writes findings in
+    # bulk (bulk_update / update(), which skip auto_now), so it sets this itself (services/finding_writes.py).
+    updated_at = models.DateTimeField(auto_now=True, db_index=True,
+                                      help_text="When the finding was opened, changed or resolved (not seen again)")
 
     class Meta:
         ordering = ["-opened_at", "-id"]

@@ -125,6 +125,14 @@ class GPU(models.Model):
     serial = models.CharField(max_length=64, blank=True)
     pci_bus_id = models.CharField(max_length=64, blank=True)
     compute_capability = models.CharField(max_length=8, blank=True)
+    # The board's temperature limits in °C as NVML reports them (nvmlDeviceGetTemperatureThreshold); null where
+    # the board has none or the agent predates them.
+    temperature_slowdown_c = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Hardware slowdown (clocks cut) begins at this GPU temperature, °C.")
+    temperature_shutdown_c = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The GPU shuts down for protection at this temperature, °C.")
+    temperature_max_operating_c = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Maximum operating temperature (software throttling begins), °C.")
     present = models.BooleanField(default=True, help_text="False once the GPU stopped appearing in inventory.")
     first_seen = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -12,7 +12,16 @@ from .choices import STACK_COLUMNS, STACK_FIELD_LABELS, STACK_LIST_FIELDS
 from .models import GPU, Node, SoftwareStack
 
 _GPU_UPDATE_FIELDS = ["index", "model", "memory_total_bytes", "serial", "pci_bus_id", "compute_capability",
+                      "temperature_slowdown_c", "temperature_shutdown_c", "temperature_max_operating_c",
                       "present", "updated_at"]
+
+
+def _thresholds(item: dict) -> dict:
+    """The inventory entry's temperature thresholds as GPU columns (all null when it carries none)."""
+    reported = item.get("temperature_thresholds") or {}
+    return {"temperature_slowdown_c": reported.get("slowdown_c"),
+            "temperature_shutdown_c": reported.get("shutdown_c"),
+            "temperature_max_operating_c": reported.get("gpu_max_c")}
 
 
 class Change(NamedTuple):
@@ -58,7 +67,7 @@ def gpus_apply(*, node_id: int, reported: list[dict], now: datetime, refused: se
             node_id=node_id, uuid=uuid, index=item.get("index") or 0, model=item.get("name") or "",
             memory_total_bytes=item.get("memory_total_bytes"), serial=item.get("serial") or "",
             pci_bus_id=item.get("pci_bus_id") or "", compute_capability=item.get("compute_capability") or "",
-            present=True,
+            **_thresholds(item), present=True,
         ))
     known = [g for g in upserts if g.uuid in existing]
     if known:

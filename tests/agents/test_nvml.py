@@ -207,3 +207,32 @@ def test_decoders():
         "DisplayClockSetting",
     ]
     assert decode_clock_event_reasons(None) is None
+
+
+def test_temperature_thresholds_are_read_once_per_driver_load(sim_nvml, monkeypatch):
+    calls = []
+    real = sim_nvml.nvmlDeviceGetTemperatureThreshold
+    monkeypatch.setattr(sim_nvml, "nvmlDeviceGetTemperatureThreshold",
+                        lambda handle, threshold: calls.append(threshold) or real(handle, threshold), raising=False)
+    adapter = NvmlAdapter(sim_nvml)
+    first = adapter.sample().gpus[0]
+    assert first["temperature_thresholds"] == {"shutdown_c": 92, "slowdown_c": 89, "gpu_max_c": 87}
+    per_sample = len(calls)
+    assert per_sample == 3 * 8
+    adapter.sample()
+    assert len(calls) == per_sample  # cached with the identity, not read every sample
+    adapter.forget_static()
+    adapter.sample()
+    assert len(calls) == 2 * per_sample
+
+
+def test_missing_temperature_thresholds_are_null():
+    t4 = SimulatedNvml([SimulatedGpu.from_model("T4", 0)])
+    assert NvmlAdapter(t4).sample().gpus[0]["temperature_thresholds"] == {
+        "shutdown_c": 96, "slowdown_c": 93, "gpu_max_c": None}
+    gpu = SimulatedGpu.from_model("H100-SXM-80GB", 0)
+    gpu.temperature_thresholds = {}  # a board (or vGPU guest) that answers NotSupported for every threshold
+    assert NvmlAdapter(SimulatedNvml([gpu])).sample().gpus[0]["temperature_thresholds"] is None
+    old = SimulatedNvml([SimulatedGpu.from_model("H100-SXM-80GB", 0)],
+                        missing_functions={"nvmlDeviceGetTemperatureThreshold"})  # FunctionNotFound
+    assert NvmlAdapter(old).sample().gpus[0]["temperature_thresholds"] is None

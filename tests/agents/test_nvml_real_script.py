@@ -17,6 +17,7 @@ def test_the_real_gpu_check_runs_against_the_simulated_driver():
     assert result["visibility"]["nvml"] == "ok" and result["visibility"]["gpu_count"] == 8
     assert result["adapter_sample"]["gpus"] == 8 and result["adapter_sample"]["cpu_ms_p50"] > 0
     assert result["gpus"][0]["unavailable"] == ["retired_pages"]  # an H100 has row remapping instead
+    assert result["gpus"][0]["temperature_thresholds"] == {"shutdown_c": 92, "slowdown_c": 89, "gpu_max_c": 87}
     assert result["xid_events"]["gpus_registered"] == 8 and result["xid_events"]["events_in_2_s"] == []
 
 

@@ -228,3 +228,18 @@ def test_inventory_hash_is_canonical():
     two = build_inventory(host={"a": 2, "b": 1}, gpus=[{"uuid": "u", "index": 0}], stack={"x": None})
     assert one["hash"] == two["hash"] and len(one["hash"]) == 64
     assert "extra" not in one["gpus"][0]
+
+
+def test_temperature_thresholds_travel_in_the_inventory_only(tmp_path, sim_nvml, assert_valid_report):
+    core, _ = _core(tmp_path, sim_nvml)
+    report = core.collect()
+    assert_valid_report(report)
+    assert report["inventory"]["gpus"][0]["temperature_thresholds"] == {
+        "shutdown_c": 92, "slowdown_c": 89, "gpu_max_c": 87}
+    assert all("temperature_thresholds" not in gpu for gpu in report["gpus"])
+    sim_nvml.gpus[0].temperature_thresholds = {}
+    core.nvml.forget_static()
+    changed = core.collect()  # a changed threshold is an inventory change
+    assert_valid_report(changed)
+    assert changed["inventory"]["gpus"][0]["temperature_thresholds"] is None
+    assert changed["inventory"]["hash"] != report["inventory"]["hash"]

@@ -76,3 +76,25 @@ def test_identities_are_stable_across_runs():
     other = SimulatedGpu.from_model("H100-SXM-80GB", 3, node_key="node-b")
     assert (first.uuid, first.serial) == (second.uuid, second.serial)
     assert first.uuid != other.uuid and first.uuid.startswith("GPU-")
+
+
+def test_temperature_thresholds_mirror_pynvml():
+    """pynvml.nvmlDeviceGetTemperatureThreshold(handle, NVML_TEMPERATURE_THRESHOLD_*) returns an int in °C;
+    a threshold the board lacks raises NVMLError_NotSupported, a value outside the enum InvalidArgument."""
+    nvml = SimulatedNvml([SimulatedGpu.from_model("H100-SXM-80GB", 0), SimulatedGpu.from_model("T4", 1)])
+    nvml.nvmlInit()
+    h100, t4 = nvml.nvmlDeviceGetHandleByIndex(0), nvml.nvmlDeviceGetHandleByIndex(1)
+    slowdown = nvml.nvmlDeviceGetTemperatureThreshold(h100, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+    assert type(slowdown) is int and slowdown == 89
+    assert nvml.nvmlDeviceGetTemperatureThreshold(h100, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN) == 92
+    assert nvml.nvmlDeviceGetTemperatureThreshold(h100, pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX) == 87
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        nvml.nvmlDeviceGetTemperatureThreshold(t4, pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX)
+    with pytest.raises(pynvml.NVMLError_NotSupported):  # a board with no such sensor at all
+        nvml.nvmlDeviceGetTemperatureThreshold(h100, pynvml.NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        nvml.nvmlDeviceGetTemperatureThreshold(h100, pynvml.NVML_TEMPERATURE_THRESHOLD_COUNT)
+    # Same name and arity as the real binding (which would need libnvidia-ml to run).
+    import inspect
+    real = list(inspect.signature(pynvml.nvmlDeviceGetTemperatureThreshold).parameters)
+    assert len(inspect.signature(nvml.nvmlDeviceGetTemperatureThreshold).parameters) == len(real) == 2

@@ -131,3 +131,41 @@ def test_rates_endpoint(viewer_api, node):
     bad = viewer_api.get("/api/v1/preemption-rates/", {"group_by": "planet"})
     assert bad.status_code == 400
     assert "group_by" in bad.json()["error"]["fields"]
+
+
+def test_daily_rates_per_spot_pool(viewer_api, node):
+    """Per pool and UTC day: preemptions, node-hours on spot and the rate per node-day; days without nodes have no
+    rate (null), days with nodes and no preemption a rate of 0."""
+    from datetime import UTC, datetime
+
+    from fleet.billing.selectors import pool_preemptions_daily
+
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    Node.objects.filter(pk=node.pk).update(created_at=datetime(2026, 12, 1, 18, 0, tzinfo=UTC))
+    # A second spot node of the pool, preempted on Dec 2 at 06:00 (its hours stop there), and one on demand.
+    gone = NodeFactory(pool=node.pool, provider=node.pool.provider, billing_mode="spot", state="preempted")
+    Node.objects.filter(pk=gone.pk).update(created_at=datetime(2026, 11, 30, 0, 0, tzinfo=UTC),
+                                           updated_at=datetime(2026, 12, 2, 6, 0, tzinfo=UTC))
+    NodeFactory(pool=node.pool, provider=node.pool.provider, billing_mode="on_demand")
+    PreemptionRecordFactory(node=gone, pool=node.pool, at=datetime(2026, 12, 2, 6, 0, tzinfo=UTC))
+    PreemptionRecordFactory(node=node, pool=node.pool, at=datetime(2026, 12, 3, 9, 0, tzinfo=UTC))
+    PreemptionRecordFactory(node=node, pool=node.pool, at=datetime(2026, 10, 3, 9, 0, tzinfo=UTC))  # outside
+
+    days, (pool,) = pool_preemptions_daily(now=now, days=5)
+    assert [d.isoformat() for d in days] == ["2026-11-29", "2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03"]
+    assert (pool.pool_id, pool.name) == (node.pool_id, node.pool.name)
+    assert pool.preemptions == [0, 0, 0, 1, 1]
+    # Nov 30: `gone` all day; Dec 1: `gone` 24 h + `node` from 18:00 (6 h); Dec 2: `gone` until 06:00 + `node`
+    # 24 h; Dec 3: `node` until now (12 h).
+    assert pool.node_hours == [Decimal("0.00"), Decimal("24.00"), Decimal("30.00"), Decimal("30.00"),
+                               Decimal("12.00")]
+    assert pool.rate_per_node_day == [None, Decimal("0.000000"), Decimal("0.000000"), Decimal("0.800000"),
+                                      Decimal("2.000000")]
+
+    body = viewer_api.get("/api/v1/preemption-rates/daily/", {"days": 7}).json()
+    assert len(body["days"]) == 7 and body["days"][-1] == timezone.now().astimezone(UTC).date().isoformat()
+    (row,) = body["pools"]
+    assert row["pool_id"] == node.pool_id and len(row["preemptions"]) == len(row["node_hours"]) == 7
+    assert len(row["rate_per_node_day"]) == 7
+    assert viewer_api.get("/api/v1/preemption-rates/daily/").json()["days"].__len__() == 30
+    assert "days" in viewer_api.get("/api/v1/preemption-rates/daily/", {"days": 400}).json()["error"]["fields"]

@@ -139,8 +139,8 @@ try {
           check((await chartDrawn("chart-findings")) === 168, `${tag}: 7 d of findings at 1 h steps`);
           await page.getByTestId("scorecard-row").first().waitFor();
           check(await page.getByTestId("chart-xid").count() === 1, `${tag}: Xid events per day are charted`);
-          check(await page.getByTestId("preemption-bars").or(page.getByTestId("trend-preemption").locator(".state")).count() > 0,
-            `${tag}: preemption rate per pool has its panel`);
+          check(await page.getByTestId("chart-preemption").or(page.getByTestId("trend-preemption").locator(".state")).count() > 0,
+            `${tag}: preemption rate per spot pool and day has its panel`);
         }
         if (key === "billing") await page.getByTestId("cost-row").first().waitFor();
         if (key === "providers") await page.getByTestId("provider-row").first().waitFor();

@@ -132,22 +132,29 @@ def test_fleet_utilisation_weights_rollups_by_samples_and_leaves_gaps_empty(view
 
 
 def test_cost_history_per_month_and_per_utilised_gpu_hour(viewer_api, history_days):
+    from fleet.inventory.models import Node
+
     pool = pool_for("cloud_dedicated")
     node = node_in(pool, billing_mode="on_demand", expected_gpu_count=8)
     BillingPlanFactory(pool=None, node=node, billing_mode="on_demand", rate=Decimal("10"), currency="USD")
+    midnight = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    Node.objects.filter(pk=node.pk).update(created_at=midnight)
     response = viewer_api.get("/api/v1/cost-history/", {"months": 3})
     assert response.status_code == 200, response.content
     rows = response.json()
     this_month = timezone.now().astimezone(UTC).strftime("%Y-%m")
-    # The node was created today: only the current month has it. 10 × 730 = 7300.00 a month.
-    assert [(r["month"], r["currency"], r["total"]) for r in rows] == [(this_month, "USD", "7300.00")]
+    # The node came up at midnight: only the current month has it, costing 10 an hour so far today (today is at
+    # today's prices, its own: not an estimate).
+    assert [(r["month"], r["currency"], r["estimated"]) for r in rows] == [(this_month, "USD", False)]
+    hours = Decimal(str((timezone.now() - midnight).total_seconds() / 3600))
+    assert Decimal(rows[0]["total"]) == pytest.approx(10 * hours, abs=Decimal("0.05"))
     assert rows[0]["per_utilised_gpu_hour"] is None  # no utilisation measured
     gpu = GPU.objects.filter(node=node).first()
     at = history_bucket(timezone.now() - timedelta(minutes=1))
     history_days(at)
     GPUSample.objects.create(gpu=gpu, at=at, samples=1, utilization_gpu_pct=50)
     row = viewer_api.get("/api/v1/cost-history/", {"months": 3}).json()[0]
-    # 50 % of 8 × 730 GPU-hours = 2920 utilised hours; 7300 / 2920 = 2.5
+    # 50 % of the GPU-hours utilised: 10 an hour / (8 GPUs × 50 %) = 2.5 per utilised GPU-hour
     assert (row["utilisation_pct"], row["per_utilised_gpu_hour"]) == ("50.00", "2.5000")
     assert viewer_api.get("/api/v1/cost-history/", {"months": 0}).status_code == 400
 

@@ -390,3 +390,29 @@ def test_racing_copies_of_a_batch_are_stored_once(enroll, seeded_catalog):
         assert sorted(outcomes[-2:]) == [(0, 2, last), (2, 0, last)]
     assert stored_reports(NodeSample) == 1 + 20
     assert stored_reports(GPUSample) == 8 * 21
+
+
+def test_inventory_temperature_thresholds_are_stored_and_served(enroll, viewer_api):
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id, gpus=2)
+    first = builder.report(with_inventory=True)
+    first["inventory"]["gpus"][0]["temperature_thresholds"] = {"shutdown_c": 92, "slowdown_c": 89, "gpu_max_c": 87}
+    first["inventory"]["gpus"][1]["temperature_thresholds"] = None  # a board without thresholds
+    assert agent.send(first).status_code == 200
+    gpu0, gpu1 = GPU.objects.filter(node_id=agent.node_id).order_by("index")
+    assert (gpu0.temperature_slowdown_c, gpu0.temperature_shutdown_c, gpu0.temperature_max_operating_c) == (89, 92, 87)
+    assert (gpu1.temperature_slowdown_c, gpu1.temperature_shutdown_c) == (None, None)
+    status = viewer_api.get(f"/api/v1/nodes/{agent.node_id}/status/").json()
+    assert [(g["temperature_slowdown_c"], g["temperature_shutdown_c"]) for g in status["gpus"]] == [(89, 92),
+                                                                                                   (None, None)]
+    listed = viewer_api.get("/api/v1/gpus/", {"node": agent.node_id}).json()["results"]
+    assert listed[0]["temperature_slowdown_c"] == 89 and listed[0]["temperature_max_operating_c"] == 87
+    # An agent that predates thresholds (no key) leaves them unknown; a threshold past the schema is refused.
+    second = builder.report(with_inventory=True)
+    assert agent.send(second).status_code == 200
+    assert GPU.objects.get(pk=gpu0.pk).temperature_slowdown_c is None
+    bad = builder.report(with_inventory=True)
+    bad["inventory"]["gpus"][0]["temperature_thresholds"] = {"shutdown_c": 92, "slowdown_c": 500, "gpu_max_c": None}
+    response = agent.send(bad)
+    assert response.status_code == 400
+    assert any("temperature_thresholds" in field for field in response.json()["error"]["fields"])

@@ -9,6 +9,7 @@ from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.models import AuditEntry
 
 from ..choices import Role
@@ -34,7 +35,7 @@ from .serializers import (
 )
 
 
-class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
+class AuditEntryViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """The audit log of writes. Operators and admins may read it."""
 
     # Served here rather than by core, which keeps the log but knows no roles.
@@ -46,7 +47,7 @@ class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
     search_fields = ["object_repr", "actor_label"]
 
 
-class UserViewSet(viewsets.ModelViewSet):
+class UserViewSet(StrictQueryParamsMixin, viewsets.ModelViewSet):
     """User management: admins only; only a superuser may change or delete a superuser. The services
     write the audit entries (a password change shows as "[previous]" → "[changed]", never a hash)."""
 
@@ -68,8 +69,8 @@ class UserViewSet(viewsets.ModelViewSet):
         user_delete(user=instance, actor=self.request.user)
 
 
-class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                      viewsets.GenericViewSet):
+class APITokenViewSet(StrictQueryParamsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                      mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Your own API tokens (admins see all). Any role may manage its own tokens."""
 
     serializer_class = APITokenSerializer
@@ -100,14 +101,14 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
         return Response(APITokenSerializer(token).data)
 
 
-class MeView(APIView):
+class MeView(StrictQueryParamsMixin, APIView):
     @extend_schema(responses=MeSerializer)
     def get(self, request):
         return Response(MeSerializer(request.user).data)
 
 
 @method_decorator(ensure_csrf_cookie, name="dispatch")
-class SessionView(APIView):
+class SessionView(StrictQueryParamsMixin, APIView):
     """Session login for the console: GET sets the CSRF cookie, POST logs in, DELETE logs out."""
 
     permission_classes = [permissions.AllowAny]
@@ -147,7 +148,7 @@ class SessionView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class SavedViewViewSet(viewsets.ModelViewSet):
+class SavedViewViewSet(StrictQueryParamsMixin, viewsets.ModelViewSet):
     """Your saved views: named filter sets for the nodes and findings lists. Each user sees and changes only
     their own; any role may keep them (they change nothing in the fleet)."""
 

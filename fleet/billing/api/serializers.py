@@ -260,6 +260,28 @@ class PreemptionRateQuerySerializer(serializers.Serializer):
     billing_mode = serializers.ChoiceField(choices=BillingMode.choices, required=False)
 
 
+class PreemptionDailyQuerySerializer(serializers.Serializer):
+    days = serializers.IntegerField(min_value=1, max_value=90, default=30,
+                                    help_text="Days back from today (UTC), today included; 1-90, default 30")
+
+
+class PoolPreemptionDaysSerializer(serializers.Serializer):
+    pool_id = serializers.IntegerField()
+    name = serializers.CharField()
+    preemptions = serializers.ListField(child=serializers.IntegerField(), help_text="One count per day of `days`")
+    node_hours = serializers.ListField(
+        child=serializers.DecimalField(max_digits=20, decimal_places=2),
+        help_text="Hours the pool's spot nodes ran, per day of `days`")
+    rate_per_node_day = serializers.ListField(
+        child=serializers.DecimalField(max_digits=20, decimal_places=6, allow_null=True),
+        help_text="Preemptions per node-day (preemptions × 24 ÷ node-hours) per day; null where no node ran")
+
+
+class PreemptionDailySerializer(serializers.Serializer):
+    days = serializers.ListField(child=serializers.DateField(), help_text="UTC days, oldest first")
+    pools = PoolPreemptionDaysSerializer(many=True)
+
+
 class ExpiringTermSerializer(serializers.Serializer):
     plan_id = serializers.IntegerField()
     scope = serializers.ChoiceField(choices=PlanScope.choices)

@@ -1,4 +1,5 @@
-"""Fleet-wide chart endpoint of billing: cost per month and per utilised GPU-hour over the last months."""
+"""Fleet-wide chart endpoint of billing: what each month cost and the cost per utilised GPU-hour over the last
+months (docs/billing.md, "Cost history")."""
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -6,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.api.trends import StrictQuerySerializer, query_params
 
 from ..selectors.cost_history import cost_history
@@ -24,11 +26,15 @@ class MonthCostSerializer(serializers.Serializer):
     total = serializers.DecimalField(max_digits=20, decimal_places=2)
     utilisation_pct = serializers.DecimalField(max_digits=6, decimal_places=2, allow_null=True)
     per_utilised_gpu_hour = serializers.DecimalField(max_digits=20, decimal_places=4, allow_null=True)
+    estimated = serializers.BooleanField(
+        help_text="True when some day of the month before today has no cost recorded at the prices of the time (no "
+                  "daily snapshot, or one the backfill wrote): those days are costed at today's prices")
 
 
-class CostHistoryView(APIView):
-    """One row per month and currency: the monthly cost of the nodes that existed then, at today's prices, and
-    the cost per utilised GPU-hour with that month's measured utilisation."""
+class CostHistoryView(StrictQueryParamsMixin, APIView):
+    """One row per month and currency: what the month cost (the current one so far), from the daily cost snapshots
+    at the prices of the time where they exist and at today's prices elsewhere (`estimated`), and the cost per
+    utilised GPU-hour with the measured utilisation."""
 
     @extend_schema(parameters=[CostHistoryQuerySerializer], responses=MonthCostSerializer(many=True))
     def get(self, request):

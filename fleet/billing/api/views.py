@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.mixins import AuditedModelViewSet, StrictQueryParamsMixin
 from fleet.inventory.models import Node, Pool
 
 from ..filtersets import (
@@ -24,6 +24,7 @@ from ..selectors import (
     expiring_reserved_terms,
     node_billing,
     node_billing_rows,
+    pool_preemptions_daily,
     pool_what_if,
     preemption_rates,
 )
@@ -43,6 +44,8 @@ from .serializers import (
     NodePreemptedSerializer,
     PoolWhatIfQuerySerializer,
     PoolWhatIfSerializer,
+    PreemptionDailyQuerySerializer,
+    PreemptionDailySerializer,
     PreemptionRateQuerySerializer,
     PreemptionRateSerializer,
     PreemptionRecordSerializer,
@@ -88,7 +91,7 @@ class CheckpointPolicyViewSet(AuditedModelViewSet):
     filterset_class = CheckpointPolicyFilterSet
 
 
-class PreemptionRecordViewSet(viewsets.ReadOnlyModelViewSet):
+class PreemptionRecordViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """Preemptions, recorded from cloud notices, silent spot nodes and operators."""
 
     queryset = PreemptionRecord.objects.select_related("node", "pool", "site", "recorded_by")
@@ -98,7 +101,7 @@ class PreemptionRecordViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["at", "lost_gpu_hours", "notice_lead_time_s"]
 
 
-class NodePreemptedView(generics.GenericAPIView):
+class NodePreemptedView(StrictQueryParamsMixin, generics.GenericAPIView):
     """An operator marks the node preempted: a preemption record, and the node moves to `preempted`."""
 
     queryset = Node.objects.select_related(*NODE_RELATED)
@@ -113,7 +116,7 @@ class NodePreemptedView(generics.GenericAPIView):
         return Response(PreemptionRecordSerializer(record).data, status=status.HTTP_201_CREATED)
 
 
-class NodeBillingView(generics.GenericAPIView):
+class NodeBillingView(StrictQueryParamsMixin, generics.GenericAPIView):
     """The node's billing, monthly cost breakdown, preemptions and compliance flags."""
 
     queryset = Node.objects.select_related(*NODE_RELATED)
@@ -127,7 +130,7 @@ class NodeBillingView(generics.GenericAPIView):
         return Response(NodeBillingSerializer(data, context={"now": now}).data)
 
 
-class NodeBillingListView(generics.ListAPIView):
+class NodeBillingListView(StrictQueryParamsMixin, generics.ListAPIView):
     """Billing across the fleet: one row per node with its monthly cost, preemptions and compliance flags."""
 
     queryset = Node.objects.select_related(*NODE_RELATED).order_by("hostname", "id")
@@ -142,7 +145,7 @@ class NodeBillingListView(generics.ListAPIView):
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)
 
 
-class CostReportView(generics.GenericAPIView):
+class CostReportView(StrictQueryParamsMixin, generics.GenericAPIView):
     """Monthly cost per node with totals per currency; `?format=csv` (or `cost-report.csv`) downloads it."""
 
     queryset = Node.objects.select_related(*NODE_RELATED).order_by("hostname", "id")
@@ -172,7 +175,7 @@ class CostReportView(generics.GenericAPIView):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-class PreemptionRateView(APIView):
+class PreemptionRateView(StrictQueryParamsMixin, APIView):
     """Preemptions per node-day over the last 7 and 30 days, per pool, site (region) or instance type."""
 
     @extend_schema(parameters=[PreemptionRateQuerySerializer], responses=PreemptionRateSerializer(many=True))
@@ -182,7 +185,18 @@ class PreemptionRateView(APIView):
         return Response(PreemptionRateSerializer(rows, many=True).data)
 
 
-class ExpiringReservedTermView(APIView):
+class PreemptionDailyView(StrictQueryParamsMixin, APIView):
+    """Per spot pool and UTC day over the last `days` days: preemptions, node-hours on spot and the rate per
+    node-day (the trends page's line chart)."""
+
+    @extend_schema(parameters=[PreemptionDailyQuerySerializer], responses=PreemptionDailySerializer)
+    def get(self, request):
+        params = _query(PreemptionDailyQuerySerializer, request)
+        days, pools = pool_preemptions_daily(now=timezone.now(), days=params["days"])
+        return Response(PreemptionDailySerializer({"days": days, "pools": pools}).data)
+
+
+class ExpiringReservedTermView(StrictQueryParamsMixin, APIView):
     """Reserved terms that end within `within_days` (default 30)."""
 
     @extend_schema(parameters=[ExpiringTermQuerySerializer], responses=ExpiringTermSerializer(many=True))
@@ -192,7 +206,7 @@ class ExpiringReservedTermView(APIView):
         return Response(ExpiringTermSerializer(terms, many=True).data)
 
 
-class PoolWhatIfView(APIView):
+class PoolWhatIfView(StrictQueryParamsMixin, APIView):
     """The pool's monthly cost today and as on-demand, reserved, spot (with expected preemption losses) or
     bare metal."""
 

@@ -7,8 +7,10 @@ from .node_billing import NodeBilling, NodeBillingRow, node_billing, node_billin
 from .policies import checkpoint_policy_for_nodes
 from .preemptions import (
     GaugeFamily,
+    PoolPreemptionDays,
     PreemptionRate,
     node_preemptions,
+    pool_preemptions_daily,
     preemption_rates,
     preemption_rates_for_metrics,
 )
@@ -24,10 +26,12 @@ __all__ = [
     "NodeBilling",
     "NodeBillingRow",
     "NodeCost",
+    "PoolPreemptionDays",
     "PoolWhatIf",
     "PreemptionRate",
     "ResolvedPrice",
     "checkpoint_policy_for_nodes",
+    "pool_preemptions_daily",
     "compliance_filter",
     "compliance_flags_for_nodes",
     "cost_report",

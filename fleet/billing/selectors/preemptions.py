@@ -1,13 +1,13 @@
 """Preemption history and rates per pool, region (site) and instance type, for the API and /metrics."""
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from fleet.inventory.choices import NodeState
+from fleet.inventory.choices import BillingMode, NodeState
 from fleet.inventory.models import Node
 
 from ..choices import RateScope
@@ -124,6 +124,72 @@ def preemption_rates(*, now: datetime, scope: str, billing_mode: str | None = No
                     window.lost_gpu_hours += row["lost_gpu_hours"]
                     window.preemptions_with_lost_work += 1
     return sorted(groups.values(), key=lambda r: (r.name, r.key))
+
+
+SECONDS_PER_HOUR = Decimal(3600)
+HOURS_PLACES = Decimal("0.01")
+# A node in one of these states is taken to have left at its last update (it does not run on, unseen).
+_GONE_STATES = (NodeState.RETIRED, NodeState.PREEMPTED)
+
+
+@dataclass
+class PoolPreemptionDays:
+    """One spot pool's day-by-day preemptions and node-hours (UTC days, oldest first)."""
+
+    pool_id: int
+    name: str
+    preemptions: list[int]
+    node_hours: list[Decimal]
+
+    @property
+    def rate_per_node_day(self) -> list[Decimal | None]:
+        """Preemptions per node-day of each day; None for a day no spot node of the pool ran."""
+        return [(Decimal(count) * 24 / hours).quantize(RATE_PLACES) if hours > 0 else None
+                for count, hours in zip(self.preemptions, self.node_hours, strict=True)]
+
+
+def pool_preemptions_daily(*, now: datetime, days: int = 30) -> tuple[list[date], list[PoolPreemptionDays]]:
+    """Per spot pool and UTC day over the last `days` days (today so far included): preemptions, node-hours of
+    the pool's spot nodes, and the rate per node-day.
+
+    Node-hours are each spot node's hours inside the day from its creation until now, or until its last update
+    when it is retired or preempted; grouped by the node's pool now. Preemptions of spot nodes are grouped by
+    the pool the record kept. A pool appears when it has node-hours or preemptions in the window. Two queries.
+    """
+    first = now.astimezone(UTC).date() - timedelta(days=days - 1)
+    start = datetime.combine(first, time.min, tzinfo=UTC)
+    labels = [first + timedelta(days=i) for i in range(days)]
+    pools: dict[int, PoolPreemptionDays] = {}
+
+    def pool(pool_id: int, name: str) -> PoolPreemptionDays:
+        if pool_id not in pools:
+            pools[pool_id] = PoolPreemptionDays(pool_id, name or "", [0] * days, [ZERO] * days)
+        return pools[pool_id]
+
+    nodes = Node.objects.filter(billing_mode=BillingMode.SPOT, pool__isnull=False, created_at__lt=now)
+    for row in nodes.values("created_at", "updated_at", "state", "pool_id", "pool__name").order_by():
+        until = min(now, row["updated_at"]) if row["state"] in _GONE_STATES else now
+        since = max(start, row["created_at"])
+        if until <= since:
+            continue
+        entry = pool(row["pool_id"], row["pool__name"])
+        index = (since.astimezone(UTC).date() - first).days
+        while index < days:
+            day_start = start + timedelta(days=index)
+            overlap = min(until, day_start + timedelta(days=1)) - max(since, day_start)
+            if overlap.total_seconds() <= 0:
+                break
+            entry.node_hours[index] += Decimal(str(overlap.total_seconds())) / SECONDS_PER_HOUR
+            index += 1
+    records = PreemptionRecord.objects.filter(billing_mode=BillingMode.SPOT, pool__isnull=False, at__gte=start,
+                                              at__lte=now)
+    for row in records.values("at", "pool_id", "pool__name").order_by():
+        index = (row["at"].astimezone(UTC).date() - first).days
+        if 0 <= index < days:
+            pool(row["pool_id"], row["pool__name"]).preemptions[index] += 1
+    for entry in pools.values():
+        entry.node_hours = [hours.quantize(HOURS_PLACES) for hours in entry.node_hours]
+    return labels, sorted(pools.values(), key=lambda p: (p.name, p.pool_id))
 
 
 def node_preemptions(*, node: Node, limit: int = 50) -> QuerySet[PreemptionRecord]:

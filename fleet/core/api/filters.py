@@ -160,20 +160,28 @@ class FleetSearchFilter(SearchFilter):
         return super().get_schema_operation_parameters(view)
 
 
+def refuse_unknown_query_params(request, view) -> None:
+    """A 400 naming every query parameter `view` does not understand (once per request)."""
+    if getattr(request, "_fleet_params_checked", False):
+        return
+    allowed = allowed_query_params(request, view)
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        accepted = ", ".join(sorted(allowed))
+        raise ValidationError(
+            {name: [f"Unknown query parameter {name!r}. This endpoint accepts: {accepted}."] for name in unknown},
+            code="unknown_parameter")
+    request._fleet_params_checked = True
+
+
 class KnownQueryParamsBackend(BaseFilterBackend):
     """A query parameter the view does not understand is a 400 naming it, never silently ignored: a typo in a
-    filter (`?severty=critical`) would otherwise return the whole, unfiltered list."""
+    filter (`?severty=critical`) would otherwise return the whole, unfiltered list. Every GET is checked earlier
+    by `StrictQueryParamsMixin` (fleet.core.api.mixins); this backend covers the other methods that filter (a
+    PATCH or DELETE through `get_object`)."""
 
     def filter_queryset(self, request, queryset, view):
-        if getattr(request, "_fleet_params_checked", False):
-            return queryset
-        unknown = sorted(set(request.query_params) - allowed_query_params(request, view))
-        if unknown:
-            allowed = ", ".join(sorted(allowed_query_params(request, view)))
-            raise ValidationError(
-                {name: [f"Unknown query parameter {name!r}. This endpoint accepts: {allowed}."] for name in unknown},
-                code="unknown_parameter")
-        request._fleet_params_checked = True
+        refuse_unknown_query_params(request, view)
         return queryset
 
 

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.accounts.choices import Role
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.telemetry.api.views import public_url
 
 from ..choices import SSHActionKind
@@ -47,8 +48,8 @@ from .serializers import (
 )
 
 
-class SSHKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin,
-                    viewsets.GenericViewSet):
+class SSHKeyViewSet(StrictQueryParamsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                    mixins.DestroyModelMixin, viewsets.GenericViewSet):
     """Login keys for SSH hosts. Operators see the public half; only admins add or remove keys (a private key
     opens every host that trusts it). The private key goes in once and never comes out."""
 
@@ -75,7 +76,7 @@ class SSHKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         ssh_key_delete(actor=self.request.user, key=instance)
 
 
-class SSHHostViewSet(viewsets.ModelViewSet):
+class SSHHostViewSet(StrictQueryParamsMixin, viewsets.ModelViewSet):
     """Bare-metal hosts reached over SSH. A host's key is pinned only when an operator confirms the fingerprint
     the host offered (`confirm-host-key`); until then, and after it changes, nothing is run on it."""
 
@@ -152,15 +153,15 @@ class SSHHostViewSet(viewsets.ModelViewSet):
         return self._queue(request, self.get_object(), SSHActionKind.RUN_HOOK, dict(body.validated_data))
 
 
-class SSHActionViewSet(viewsets.ReadOnlyModelViewSet):
+class SSHActionViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     queryset = SSHAction.objects.select_related("host")
     serializer_class = SSHActionSerializer
     filterset_fields = ["host", "kind", "state", "incident_key"]
     ordering_fields = ["requested_at", "finished_at"]
 
 
-class BootstrapRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                          viewsets.GenericViewSet):
+class BootstrapRunViewSet(StrictQueryParamsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                          mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Install the agent on many SSH hosts at once; each host's progress is on the run."""
 
     queryset = BootstrapRun.objects.select_related("pool", "created_by").prefetch_related(
@@ -186,7 +187,8 @@ class BootstrapRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixi
                         status=status.HTTP_202_ACCEPTED)
 
 
-class AgentActionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class AgentActionViewSet(StrictQueryParamsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                         viewsets.GenericViewSet):
     """Actions for nodes' agents (the action channel): queued here or by a remediation step, handed to the node
     with the answer to its next report, answered by a later report. Operators only: outcomes carry node output."""
 
@@ -221,7 +223,7 @@ class AgentActionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
                                                                   actor=request.user)).data)
 
 
-class ExecutorConfigViewSet(viewsets.ModelViewSet):
+class ExecutorConfigViewSet(StrictQueryParamsMixin, viewsets.ModelViewSet):
     """How the Slurm, Kubernetes, AWS and webhook executors reach a pool's scheduler or cloud. Admins write
     (these hold credentials); operators read. A secret goes in and never comes out (`has_secret`)."""
 
@@ -249,7 +251,7 @@ class ExecutorConfigViewSet(viewsets.ModelViewSet):
         executor_config_delete(actor=self.request.user, config=instance)
 
 
-class ExecutorCallbackView(APIView):
+class ExecutorCallbackView(StrictQueryParamsMixin, APIView):
     """Where a webhook's receiver reports back (signed with the pool's webhook secret; see docs/executors.md)."""
 
     authentication_classes: list = []

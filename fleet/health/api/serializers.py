@@ -27,7 +27,7 @@ class FindingSerializer(serializers.ModelSerializer):
                   "provider_support_contact", "gpu", "gpu_index", "subject", "state",
                   "step", "step_number", "layer", "severity", "summary", "responsible_party",
                   "responsibility_source", "action_kind", "recommended_action", "xid_policy_version", "first_seen",
-                  "opened_at", "last_seen", "resolved_at", "resolution"]
+                  "opened_at", "last_seen", "resolved_at", "resolution", "updated_at"]
         read_only_fields = fields
 
     def get_step_number(self, finding) -> int:

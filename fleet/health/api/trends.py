@@ -5,12 +5,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.api.trends import RangeQuerySerializer, TrendSerializer, query_params, time_range
 
 from ..selectors.trends import finding_trends
 
 
-class FindingTrendView(APIView):
+class FindingTrendView(StrictQueryParamsMixin, APIView):
     """Series `open.<step>` (open findings per triage step) and `healthy_gpu_share` (0–1: GPUs without an open
     critical or warning finding on them or their node), each bucket sampled at its end."""
 

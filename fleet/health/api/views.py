@@ -8,7 +8,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.mixins import AuditedModelViewSet, StrictQueryParamsMixin
 from fleet.core.api.renderers import CSVExportMixin, CSVRenderer
 from fleet.inventory.models import Node
 
@@ -48,13 +48,13 @@ class FindingsCSVRenderer(CSVRenderer):
                "gpu_index", "first_seen", "opened_at", "last_seen", "resolved_at", "resolution"]
 
 
-class FindingViewSet(CSVExportMixin, viewsets.ReadOnlyModelViewSet):
+class FindingViewSet(StrictQueryParamsMixin, CSVExportMixin, viewsets.ReadOnlyModelViewSet):
     """Findings of the health engine; filter by node, pool, severity, step, layer, responsible party, state."""
 
     queryset = finding_list()
     filterset_class = FindingFilterSet
     search_fields = ["summary", "node__hostname", "rule__slug", "rule__title", "node__provider__name"]
-    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at", "id"]
+    ordering_fields = ["opened_at", "last_seen", "first_seen", "severity", "step", "resolved_at", "updated_at", "id"]
     # Severity sorts critical → warning → info and step in triage order, never alphabetically.
     ordering_ranks = {"severity": [s.value for s in Severity], "step": STEP_ORDER}
     ordering = ["-opened_at", "-id"]
@@ -128,7 +128,7 @@ class XidPolicyViewSet(AuditedModelViewSet):
                                                     "policies": XidPolicy.objects.count()}).data)
 
 
-class NodeTriageView(APIView):
+class NodeTriageView(StrictQueryParamsMixin, APIView):
     """The node's triage checklist: the four steps in order, the first failing one as the headline."""
 
     @extend_schema(responses={200: TriageSerializer, 404: OpenApiResponse(description="No such node")})
@@ -137,7 +137,7 @@ class NodeTriageView(APIView):
         return Response(TriageSerializer(node_triage(node=node)).data)
 
 
-class NodeEvidenceView(APIView):
+class NodeEvidenceView(StrictQueryParamsMixin, APIView):
     """The node's evidence bundle (open findings, GPUs, nvidia-smi snapshot, kernel log, stack, changes)."""
 
     renderer_classes = [JSONRenderer, EvidenceTextRenderer]

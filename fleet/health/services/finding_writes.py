@@ -12,7 +12,7 @@ from .hysteresis import ChangeSet
 
 _REWRITE_FIELDS = ["state", "resolved_at", "resolution", "last_seen", "gpu", "layer", "severity", "summary",
                    "evidence", "xid_policy_version", "responsible_party", "responsibility_source", "action_kind",
-                   "recommended_action"]
+                   "recommended_action", "updated_at"]
 
 
 def cycle_changes_write(*, changes: ChangeSet, now: datetime) -> list[Finding]:
@@ -25,19 +25,26 @@ def cycle_changes_write(*, changes: ChangeSet, now: datetime) -> list[Finding]:
                           if c.pk and c.pk not in set(changes.conditions_gone)]
     if changed_conditions:
         HealthCondition.objects.bulk_update(changed_conditions, ["first_true_at", "first_false_at"])
-    # A finding that is still true and says the same as before only moves its last_seen (one cheap UPDATE);
-    # the expensive per-row rewrite is for findings whose content changed or that resolved.
+    # A finding that is still true and says the same as before only moves its last_seen (one cheap UPDATE, and
+    # not its updated_at: incremental sync asks for what changed); the expensive per-row rewrite is for findings
+    # whose content changed or that resolved, and it stamps updated_at (bulk_update skips auto_now).
     rewrite, seen_again = [], []
     for finding in changes.findings_changed.values():
         if finding.state == FindingState.OPEN and changes.findings_before.get(finding.pk) == finding_content(finding):
             seen_again.append(finding.pk)
         else:
+            finding.updated_at = now
             rewrite.append(finding)
     if seen_again:
         Finding.objects.filter(pk__in=seen_again).update(last_seen=now)
     if rewrite:
         Finding.objects.bulk_update(rewrite, _REWRITE_FIELDS)
     created = Finding.objects.bulk_create(changes.findings_new) if changes.findings_new else []
+    if created:
+        # auto_now stamped the insert with the wall clock; the cycle's own time keeps one cycle's writes together.
+        Finding.objects.filter(pk__in=[f.pk for f in created]).update(updated_at=now)
+        for finding in created:
+            finding.updated_at = now
     resolved = [f.pk for f in rewrite if f.state == FindingState.RESOLVED]
     opened = [f.pk for f in created if f.pk is not None]
     if opened or resolved:

@@ -27,7 +27,8 @@ def findings_close_for_preempted(*, node_ids: list[int], record_ids: list[int], 
             finding.state = FindingState.RESOLVED
             finding.resolved_at = now
             finding.resolution = f"instance reclaimed: preemption recorded ({records})"[:200]
-        Finding.objects.bulk_update(findings, ["state", "resolved_at", "resolution"])
+            finding.updated_at = now  # bulk_update skips auto_now
+        Finding.objects.bulk_update(findings, ["state", "resolved_at", "resolution", "updated_at"])
         HealthCondition.objects.filter(node_id__in=node_ids, rule__slug=PREEMPTION_NOTICE_RULE).delete()
         resolved = [f.pk for f in findings]
         findings_changed.send(sender=Finding, opened=[], resolved=resolved, now=now)

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from fleet.accounts.choices import Role
 from fleet.core.api.errors import DomainError
-from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.mixins import AuditedModelViewSet, StrictQueryParamsMixin
 
 from ..choices import MessageState
 from ..connectors.base import InboundRejected
@@ -44,7 +44,7 @@ from .serializers import (
 )
 
 
-class IntegrationViewSet(viewsets.ModelViewSet):
+class IntegrationViewSet(StrictQueryParamsMixin, viewsets.ModelViewSet):
     """Connectors to ticketing and notification systems. Admins configure them (they hold credentials and decide
     where fleet data goes); operators send test messages. Credentials are write-only."""
 
@@ -119,7 +119,7 @@ class RoutingRuleViewSet(AuditedModelViewSet):
     pagination_class = None
 
 
-class DeliveryViewSet(viewsets.ReadOnlyModelViewSet):
+class DeliveryViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """The delivery log: every message, its state, tries, response codes and next try; retry a dead one."""
 
     queryset = OutboxMessage.objects.select_related("integration", "ticket")
@@ -146,7 +146,7 @@ class DeliveryViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(DeliveryDetailSerializer(message).data)
 
 
-class TicketViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
+class TicketViewSet(StrictQueryParamsMixin, viewsets.GenericViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):
     """External tickets: one per occurrence and integration, with their timeline (what we sent, what came back)."""
 
     queryset = Ticket.objects.select_related("integration").prefetch_related("findings")
@@ -174,7 +174,7 @@ class TicketViewSet(viewsets.GenericViewSet, mixins.ListModelMixin, mixins.Retri
         return TicketDetailSerializer if self.action == "retrieve" else TicketSerializer
 
 
-class InboundView(APIView):
+class InboundView(StrictQueryParamsMixin, APIView):
     """An external system's update about a ticket (acknowledged, in progress, resolved, a comment), authenticated
     by the integration's token or the system's webhook signature. 401 and nothing stored otherwise."""
 

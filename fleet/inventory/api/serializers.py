@@ -111,7 +111,8 @@ class GPUSerializer(serializers.ModelSerializer):
     class Meta:
         model = GPU
         fields = ["id", "node", "hostname", "index", "uuid", "model", "memory_total_bytes", "serial", "pci_bus_id",
-                  "compute_capability", "present", "first_seen", "updated_at"]
+                  "compute_capability", "temperature_slowdown_c", "temperature_shutdown_c",
+                  "temperature_max_operating_c", "present", "first_seen", "updated_at"]
         read_only_fields = fields
 
 

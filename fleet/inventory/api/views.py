@@ -8,7 +8,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from fleet.core.api.errors import DomainError
-from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.mixins import AuditedModelViewSet, StrictQueryParamsMixin
 from fleet.core.api.renderers import CSVExportMixin, CSVRenderer
 from fleet.core.db import without_jit
 
@@ -116,7 +116,7 @@ class NodeViewSet(CSVExportMixin, AuditedModelViewSet):
         return Response(SoftwareStackSerializer(stacks, many=True).data)
 
 
-class GPUViewSet(viewsets.ReadOnlyModelViewSet):
+class GPUViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """GPUs come from agent inventory reports; they are read-only here."""
 
     queryset = GPU.objects.select_related("node")

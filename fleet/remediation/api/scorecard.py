@@ -6,6 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.api.trends import StrictQuerySerializer, query_params
 
 from ..scorecard import provider_scorecard
@@ -31,7 +32,7 @@ class ProviderScoreSerializer(serializers.Serializer):
     incidents_per_1k_gpu_days = serializers.DecimalField(**RATE)
 
 
-class ProviderScorecardView(APIView):
+class ProviderScorecardView(StrictQueryParamsMixin, APIView):
     """Findings and incidents opened in the window per provider, and per 1,000 GPU-days of its GPUs."""
 
     @extend_schema(parameters=[ScorecardQuerySerializer], responses=ProviderScoreSerializer(many=True))

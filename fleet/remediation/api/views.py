@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.core.api.errors import DomainError
-from fleet.core.api.mixins import AuditedModelViewSet
+from fleet.core.api.mixins import AuditedModelViewSet, StrictQueryParamsMixin
 from fleet.health.api.renderers import EvidenceTextRenderer
 from fleet.inventory.models import Node, Pool
 
@@ -71,7 +71,7 @@ def _step_action(serializer_class, description: str):
                          description=description)
 
 
-class IncidentViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class IncidentViewSet(StrictQueryParamsMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Remediation incidents: one open per node and cause. Viewers read; operators open incidents by hand and act
     on them (approving a destructive step needs an operator or admin)."""
 
@@ -312,7 +312,7 @@ class CircuitBreakerViewSet(AuditedModelViewSet):
         return Response(CircuitBreakerSerializer(CircuitBreaker.objects.get(pk=breaker.pk)).data)
 
 
-class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class OverrideViewSet(StrictQueryParamsMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Operator overrides on findings and GPUs: acknowledge, snooze until, mark healthy until — each with a reason,
     audited. Snoozed or healthy-marked findings open no incidents."""
 
@@ -346,7 +346,7 @@ class OverrideViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(OverrideSerializer(override).data)
 
 
-class FindingIntakeViewSet(viewsets.ReadOnlyModelViewSet):
+class FindingIntakeViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     """What remediation decided for each finding (opened, attached, no policy, snoozed, …)."""
 
     queryset = FindingIntake.objects.select_related("incident")
@@ -357,7 +357,7 @@ class FindingIntakeViewSet(viewsets.ReadOnlyModelViewSet):
     ordering = ["-decided_at"]
 
 
-class ExecutorListView(APIView):
+class ExecutorListView(StrictQueryParamsMixin, APIView):
     """Executors installed on this server and the step kinds each can carry out."""
 
     @extend_schema(responses=ExecutorSerializer(many=True))
@@ -366,7 +366,7 @@ class ExecutorListView(APIView):
         return Response(ExecutorSerializer(sorted(rows, key=lambda r: r["name"]), many=True).data)
 
 
-class NodeIncidentsView(APIView):
+class NodeIncidentsView(StrictQueryParamsMixin, APIView):
     """A node's incidents, newest first (the node page)."""
 
     @extend_schema(responses=IncidentSerializer(many=True))

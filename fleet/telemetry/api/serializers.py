@@ -115,6 +115,8 @@ class GPUStatusSerializer(serializers.ModelSerializer):
     index = serializers.IntegerField(source="gpu.index")
     uuid = serializers.CharField(source="gpu.uuid")
     model = serializers.CharField(source="gpu.model")
+    temperature_slowdown_c = serializers.IntegerField(source="gpu.temperature_slowdown_c", allow_null=True)
+    temperature_shutdown_c = serializers.IntegerField(source="gpu.temperature_shutdown_c", allow_null=True)
 
     class Meta:
         model = GPUStatus

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.api.trends import (
     RangeQuerySerializer,
     StrictQuerySerializer,
@@ -19,7 +20,7 @@ from fleet.core.api.trends import (
 from ..selectors import fleet_utilisation, xid_daily
 
 
-class FleetUtilisationView(APIView):
+class FleetUtilisationView(StrictQueryParamsMixin, APIView):
     """Mean GPU utilisation of the fleet over the range (one series, key `utilisation_pct`)."""
 
     @extend_schema(parameters=[RangeQuerySerializer], responses=TrendSerializer)
@@ -44,7 +45,7 @@ class XidDailySerializer(serializers.Serializer):
     series = XidCodeSeriesSerializer(many=True)
 
 
-class XidDailyView(APIView):
+class XidDailyView(StrictQueryParamsMixin, APIView):
     """Xid events per day (UTC) and code; one series per code, a count for every day (zero included)."""
 
     @extend_schema(parameters=[XidDailyQuerySerializer], responses=XidDailySerializer)

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from fleet.accounts.choices import Role
 from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
+from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.api.throttling import FailOpenThrottleMixin
 from fleet.inventory.models import GPU, Node
 
@@ -67,8 +68,8 @@ def report_answer_register(hook) -> None:
         REPORT_ANSWER_HOOKS.append(hook)
 
 
-class EnrollmentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                             viewsets.GenericViewSet):
+class EnrollmentTokenViewSet(StrictQueryParamsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                             mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Enrolment tokens (operators). The key and its install command are shown once, at creation."""
 
     queryset = EnrollmentToken.objects.select_related("provider", "pool", "site")
@@ -98,7 +99,7 @@ class EnrollThrottle(FailOpenThrottleMixin, AnonRateThrottle):
     scope = "enroll"
 
 
-class EnrollView(APIView):
+class EnrollView(StrictQueryParamsMixin, APIView):
     """Swap an enrolment token and the node's facts for a per-node credential (shown once)."""
 
     authentication_classes: list = []
@@ -168,7 +169,7 @@ class _TooLarge(Exception):
     pass
 
 
-class ReportsView(APIView):
+class ReportsView(StrictQueryParamsMixin, APIView):
     """A batch of agent reports. Idempotent on (node, agent instance, sequence)."""
 
     authentication_classes = [NodeCredentialAuthentication]
@@ -228,7 +229,7 @@ class ReportsView(APIView):
         return Response(body)
 
 
-class NodeTelemetryViewSet(viewsets.GenericViewSet):
+class NodeTelemetryViewSet(StrictQueryParamsMixin, viewsets.GenericViewSet):
     """Per-node telemetry read endpoints, nested under /nodes/{id}/."""
 
     queryset = Node.objects.all()
@@ -277,7 +278,7 @@ class NodeTelemetryViewSet(viewsets.GenericViewSet):
         return Response(ReenrollmentApprovalSerializer(approval).data, status=status.HTTP_201_CREATED)
 
 
-class GPUTelemetryViewSet(viewsets.GenericViewSet):
+class GPUTelemetryViewSet(StrictQueryParamsMixin, viewsets.GenericViewSet):
     queryset = GPU.objects.all()
 
     @extend_schema(parameters=[
@@ -304,7 +305,7 @@ def _series_response(request, fetch):
     return Response(data)
 
 
-class EventViewSet(viewsets.ReadOnlyModelViewSet):
+class EventViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Event.objects.select_related("node", "gpu")
     serializer_class = EventSerializer
     filterset_class = EventFilterSet
@@ -312,7 +313,7 @@ class EventViewSet(viewsets.ReadOnlyModelViewSet):
     search_fields = ["message", "node__hostname"]
 
 
-class FleetSummaryView(APIView):
+class FleetSummaryView(StrictQueryParamsMixin, APIView):
     @extend_schema(responses=FleetSummarySerializer)
     def get(self, request):
         return Response(FleetSummarySerializer(fleet_summary()).data)

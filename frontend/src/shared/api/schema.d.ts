@@ -386,8 +386,9 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * @description One row per month and currency: the monthly cost of the nodes that existed then, at today's prices, and
-         *     the cost per utilised GPU-hour with that month's measured utilisation.
+         * @description One row per month and currency: what the month cost (the current one so far), from the daily cost snapshots
+         *     at the prices of the time where they exist and at today's prices elsewhere (`estimated`), and the cost per
+         *     utilised GPU-hour with the measured utilisation.
          */
         get: operations["v1_cost_history_list"];
         put?: never;
@@ -580,6 +581,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_events_list"];
         put?: never;
         post?: never;
@@ -596,6 +607,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_events_retrieve"];
         put?: never;
         post?: never;
@@ -841,6 +862,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_fleet_summary_retrieve"];
         put?: never;
         post?: never;
@@ -925,6 +956,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_gpus_series_list"];
         put?: never;
         post?: never;
@@ -1340,6 +1381,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_me_retrieve"];
         put?: never;
         post?: never;
@@ -1929,6 +1980,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/preemption-rates/daily/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * @description Per spot pool and UTC day over the last `days` days: preemptions, node-hours on spot and the rate per
+         *     node-day (the trends page's line chart).
+         */
+        get: operations["v1_preemption_rates_daily_retrieve"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/preemptions/": {
         parameters: {
             query?: never;
@@ -2315,6 +2386,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_ssh_actions_list"];
         put?: never;
         post?: never;
@@ -2331,6 +2412,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * @description Every GET (and HEAD) of the API refuses query parameters the view does not understand with a 400 naming
+         *     them, as the lists do: a detail route, a custom action or a plain APIView no longer ignores a typo. What a
+         *     view understands is `allowed_query_params` (its filters, search, ordering, pagination, the parameters its
+         *     `extend_schema` declares, `extra_query_params`, and the global `format`). Checked after authentication,
+         *     permissions and throttling, so an anonymous caller still gets its 401/403 first.
+         *
+         *     Every API view class must have it first among its bases (tests/core/test_query_params.py walks the URL
+         *     resolver to make sure).
+         */
         get: operations["v1_ssh_actions_retrieve"];
         put?: never;
         post?: never;
@@ -3938,6 +4029,11 @@ export interface components {
             /** Format: date-time */
             readonly resolved_at: string | null;
             readonly resolution: string;
+            /**
+             * Format: date-time
+             * @description When the finding was opened, changed or resolved (not seen again)
+             */
+            readonly updated_at: string;
         };
         FindingDetail: {
             readonly id: number;
@@ -3981,6 +4077,11 @@ export interface components {
             /** Format: date-time */
             readonly resolved_at: string | null;
             readonly resolution: string;
+            /**
+             * Format: date-time
+             * @description When the finding was opened, changed or resolved (not seen again)
+             */
+            readonly updated_at: string;
             readonly evidence: unknown;
         };
         FindingIntake: {
@@ -4055,6 +4156,12 @@ export interface components {
             readonly serial: string;
             readonly pci_bus_id: string;
             readonly compute_capability: string;
+            /** @description Hardware slowdown (clocks cut) begins at this GPU temperature, °C. */
+            readonly temperature_slowdown_c: number | null;
+            /** @description The GPU shuts down for protection at this temperature, °C. */
+            readonly temperature_shutdown_c: number | null;
+            /** @description Maximum operating temperature (software throttling begins), °C. */
+            readonly temperature_max_operating_c: number | null;
             /** @description False once the GPU stopped appearing in inventory. */
             readonly present: boolean;
             /** Format: date-time */
@@ -4070,6 +4177,8 @@ export interface components {
             index: number;
             uuid: string;
             model: string;
+            temperature_slowdown_c: number | null;
+            temperature_shutdown_c: number | null;
             /** Format: date-time */
             collected_at: string;
             lost?: boolean;
@@ -4402,6 +4511,8 @@ export interface components {
             utilisation_pct: string | null;
             /** Format: decimal */
             per_utilised_gpu_hour: string | null;
+            /** @description True when some day of the month before today has no cost recorded at the prices of the time (no daily snapshot, or one the backfill wrote): those days are costed at today's prices */
+            estimated: boolean;
         };
         Node: {
             readonly id: number;
@@ -5620,6 +5731,16 @@ export interface components {
             breaker_state: string;
             breaker_incident: string | null;
         };
+        PoolPreemptionDays: {
+            pool_id: number;
+            name: string;
+            /** @description One count per day of `days` */
+            preemptions: number[];
+            /** @description Hours the pool's spot nodes ran, per day of `days` */
+            node_hours: string[];
+            /** @description Preemptions per node-day (preemptions × 24 ÷ node-hours) per day; null where no node ran */
+            rate_per_node_day: (string | null)[];
+        };
         PoolRemediationSettings: {
             readonly pool: number;
             readonly pool_name: string;
@@ -5671,6 +5792,11 @@ export interface components {
             lost_gpu_hours_per_preemption: string | null;
             lost_work_basis: string;
             scenarios: components["schemas"]["Scenario"][];
+        };
+        PreemptionDaily: {
+            /** @description UTC days, oldest first */
+            days: string[];
+            pools: components["schemas"]["PoolPreemptionDays"][];
         };
         PreemptionRate: {
             group_by: components["schemas"]["GroupByEnum"];
@@ -8762,7 +8888,7 @@ export interface operations {
                 opened_after?: string;
                 opened_before?: string;
                 /** @description Fields to order by, comma-separated; prefix - for descending. severity, step sorts by rank (most severe first), not alphabetically. */
-                ordering?: ("first_seen" | "id" | "last_seen" | "opened_at" | "resolved_at" | "severity" | "step" | "-first_seen" | "-id" | "-last_seen" | "-opened_at" | "-resolved_at" | "-severity" | "-step")[];
+                ordering?: ("first_seen" | "id" | "last_seen" | "opened_at" | "resolved_at" | "severity" | "step" | "updated_at" | "-first_seen" | "-id" | "-last_seen" | "-opened_at" | "-resolved_at" | "-severity" | "-step" | "-updated_at")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -8770,7 +8896,7 @@ export interface operations {
                 pool?: number;
                 provider?: number;
                 provider_slug?: string;
-                /** @description Findings resolved at or after this time */
+                /** @description Findings resolved strictly after this time (`resolved_at` > it) */
                 resolved_after?: string;
                 /**
                  * @description * `provider` - Provider
@@ -8801,7 +8927,7 @@ export interface operations {
                  *     * `platform_hardware` - Platform / hardware
                  */
                 step?: ("capacity" | "platform_hardware" | "software_chain" | "visibility")[];
-                /** @description Incremental sync: findings opened, seen again, changed or resolved at or after this time (`last_seen` or `resolved_at` ≥ it). Open findings are seen again on every evaluation cycle. */
+                /** @description Incremental sync: findings opened, changed or resolved strictly after this time (`updated_at` > it). A finding merely seen again by the evaluation cycle does not count. Pass the largest `updated_at` of the previous poll (with `ordering=updated_at` to page through). */
                 updated_after?: string;
             };
             header?: never;
@@ -9009,7 +9135,7 @@ export interface operations {
                 model?: string;
                 node?: number;
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
-                ordering?: ("compute_capability" | "first_seen" | "id" | "index" | "memory_total_bytes" | "model" | "node" | "node__hostname" | "pci_bus_id" | "present" | "serial" | "updated_at" | "uuid" | "-compute_capability" | "-first_seen" | "-id" | "-index" | "-memory_total_bytes" | "-model" | "-node" | "-node__hostname" | "-pci_bus_id" | "-present" | "-serial" | "-updated_at" | "-uuid")[];
+                ordering?: ("compute_capability" | "first_seen" | "id" | "index" | "memory_total_bytes" | "model" | "node" | "node__hostname" | "pci_bus_id" | "present" | "serial" | "temperature_max_operating_c" | "temperature_shutdown_c" | "temperature_slowdown_c" | "updated_at" | "uuid" | "-compute_capability" | "-first_seen" | "-id" | "-index" | "-memory_total_bytes" | "-model" | "-node" | "-node__hostname" | "-pci_bus_id" | "-present" | "-serial" | "-temperature_max_operating_c" | "-temperature_shutdown_c" | "-temperature_slowdown_c" | "-updated_at" | "-uuid")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -11467,6 +11593,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PreemptionRate"][];
+                };
+            };
+        };
+    };
+    v1_preemption_rates_daily_retrieve: {
+        parameters: {
+            query?: {
+                /** @description Days back from today (UTC), today included; 1-90, default 30 */
+                days?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreemptionDaily"];
                 };
             };
         };

@@ -11,7 +11,7 @@ const finding = {
   severity: "critical", summary: "CUDA 12.4 build on a CUDA 12.2 driver", responsible_party: "us",
   responsibility_source: "default", action_kind: "internal_fix", recommended_action: "Upgrade the driver to ≥ 550.",
   xid_policy_version: null, first_seen: "2026-01-01T00:00:00Z", opened_at: "2026-01-01T00:00:30Z",
-  last_seen: "2026-01-01T00:05:00Z", resolved_at: null, resolution: "",
+  last_seen: "2026-01-01T00:05:00Z", resolved_at: null, resolution: "", updated_at: "2026-01-01T00:00:00Z",
   evidence: { driver_version: "535.54", torch_cuda: "12.4" },
 } satisfies FindingDetail;
 

@@ -1,4 +1,4 @@
-import { screen, within } from "@testing-library/react";
+import { screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { describe, expect, it } from "vitest";
 import { fakeApi, renderWithProviders } from "@/testing/render";
@@ -21,7 +21,7 @@ describe("node and GPU charts", () => {
   it("asks for the picked range and a GPU's metrics, with its power limit and memory total drawn in", async () => {
     const api = fakeApi({
       "GET /api/v1/nodes/7/status/": { gpus: [{ gpu: 70, index: 0, uuid: "GPU-0", model: "H100", collected_at: "2026-12-01T12:00:00Z",
-        power_limit_w: 700, memory_total_bytes: 80 * 1024 ** 3, pcie_gen_current: 4, pcie_gen_max: 5, pcie_width_current: 16, pcie_width_max: 16 }] },
+        power_limit_w: 700, temperature_slowdown_c: 89, temperature_shutdown_c: 92, memory_total_bytes: 80 * 1024 ** 3, pcie_gen_current: 4, pcie_gen_max: 5, pcie_width_current: 16, pcie_width_max: 16 }] },
       "GET /api/v1/events/": { count: 1, results: [event({ gpu_index: 0 })] },
       "GET /api/v1/nodes/7/series/": [{ metric: "gpu_util_avg_pct", step: 900, source: "5m", points: [["2026-12-01T12:00:00Z", 50]] }],
       "GET /api/v1/gpus/70/series/": [
@@ -45,8 +45,26 @@ describe("node and GPU charts", () => {
     expect(gpuCall.url.searchParams.getAll("metric")).toContain("temperature_c");
     expect(screen.getByTestId("chart-gpu-power")).toHaveTextContent("limit 700 W");
     expect(screen.getByTestId("chart-gpu-memory")).toHaveTextContent("total 80 GiB");
+    expect(screen.getByTestId("chart-gpu-temperature")).toHaveTextContent("slowdown 89 °C");
     expect(screen.getByTestId("chart-gpu-util-marks")).toHaveTextContent("Xid 79");
     expect(screen.getByTestId("pcie-link")).toHaveTextContent("Gen4 x16 of Gen5 x16");
     expect(screen.getByTestId("pcie-link")).toHaveTextContent("degraded");
+  }, 20_000);
+
+  it("draws no slowdown line for a GPU whose board reports no thresholds", async () => {
+    fakeApi({
+      "GET /api/v1/nodes/7/status/": { gpus: [{ gpu: 71, index: 0, uuid: "GPU-1", model: "vGPU", collected_at: "2026-12-01T12:00:00Z",
+        temperature_slowdown_c: null, temperature_shutdown_c: null }] },
+      "GET /api/v1/events/": { count: 0, results: [] },
+      "GET /api/v1/nodes/7/series/": [],
+      "GET /api/v1/gpus/71/series/": [{ metric: "temperature_c", step: 900, source: "5m", points: [["2026-12-01T12:00:00Z", 61]] }],
+    });
+    const user = userEvent.setup();
+    renderWithProviders(<NodeChartsPanel nodeId={7} />, { role: "viewer" });
+    const select = await screen.findByTestId("chart-gpu-select");
+    await waitFor(() => expect(within(select).getAllByRole("option")).toHaveLength(2));
+    await user.selectOptions(select, "71");
+    await screen.findByTestId("gpu-charts");
+    expect(screen.getByTestId("chart-gpu-temperature")).not.toHaveTextContent("slowdown");
   }, 20_000);
 });

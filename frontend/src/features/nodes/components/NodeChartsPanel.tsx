@@ -1,5 +1,6 @@
 // Node and GPU charts over a picked range (1 h / 24 h / 7 d / 30 d), with the limits that matter drawn in:
-// utilisation to 100 %, memory against the GPU's total, power against its limit, and Xid / AER / GPU-lost
+// utilisation to 100 %, memory against the GPU's total, temperature against the board's slowdown threshold
+// (where the hardware starts cutting clocks), power against its limit, and Xid / AER / GPU-lost
 // events and rises of the uncorrectable ECC count as marks on the time axis. The PCIe link is shown as
 // running vs capable (gen and width), red when it trained below what the slot and GPU can do.
 import { useState } from "react";
@@ -79,7 +80,7 @@ export function NodeChartsPanel({ nodeId }: { nodeId: number }) {
         </>
       )}>
       {gpu ? <GpuCharts gpuId={gpu.gpu} index={gpu.index} range={range} events={events.data ?? []}
-        powerLimit={gpu.power_limit_w ?? null} memoryTotal={gpu.memory_total_bytes ?? null}
+        powerLimit={gpu.power_limit_w ?? null} slowdown={gpu.temperature_slowdown_c ?? null} memoryTotal={gpu.memory_total_bytes ?? null}
         pcie={<PcieLink gen={gpu.pcie_gen_current} genMax={gpu.pcie_gen_max} width={gpu.pcie_width_current} widthMax={gpu.pcie_width_max} />} />
         : <NodeCharts nodeId={nodeId} range={range} events={events.data ?? []} />}
     </Panel>
@@ -114,11 +115,12 @@ interface GpuChartsProps {
   range: RangeName;
   events: NodeEvent[];
   powerLimit: number | null;
+  slowdown: number | null;
   memoryTotal: number | null;
   pcie: React.ReactNode;
 }
 
-function GpuCharts({ gpuId, index, range, events, powerLimit, memoryTotal, pcie }: GpuChartsProps) {
+function GpuCharts({ gpuId, index, range, events, powerLimit, slowdown, memoryTotal, pcie }: GpuChartsProps) {
   const { t } = useTranslation();
   const series = useChartSeries("gpus", gpuId, GPU_METRICS, range);
   return (
@@ -148,6 +150,7 @@ function GpuCharts({ gpuId, index, range, events, powerLimit, memoryTotal, pcie 
               <h3 className="panel__subtitle">{t("charts.temperature")}</h3>
               <TimeChart testId="chart-gpu-temperature" label={t("charts.temperature")} times={columns.times}
                 format={(v) => `${formatNumber(v)} °C`} marks={marks}
+                thresholds={slowdown ? [{ value: slowdown, label: t("charts.temperatureSlowdown", { value: slowdown }), color: "#e67e22" }] : []}
                 lines={[{ label: t("charts.temperature"), color: "#c0392b", values: columns.values.temperature_c ?? [] }]} />
             </div>
             <div>

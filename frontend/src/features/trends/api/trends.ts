@@ -19,9 +19,9 @@ export function useXidDaily(days: 7 | 30 | 90) {
     queryFn: () => unwrap(client.GET("/api/v1/fleet/xid-daily/", { params: { query: { days } } })) });
 }
 
-export function usePoolPreemptionRates() {
-  return useQuery({ queryKey: ["trends", "preemption-rates", "pool"], ...SLOW,
-    queryFn: () => unwrap(client.GET("/api/v1/preemption-rates/", { params: { query: { group_by: "pool" } } })) });
+export function usePoolPreemptionDaily(days: number) {
+  return useQuery({ queryKey: ["trends", "preemption-rates", "daily", days], ...SLOW,
+    queryFn: () => unwrap(client.GET("/api/v1/preemption-rates/daily/", { params: { query: { days } } })) });
 }
 
 export function useCostHistory(months: number) {

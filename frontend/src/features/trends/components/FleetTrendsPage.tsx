@@ -1,5 +1,5 @@
 // Fleet-wide charts: what people would rather look at than read. Utilisation and healthy-GPU share, open
-// findings by triage step, Xid events per day by code, preemption rate per pool, cost per month and per
+// findings by triage step, Xid events per day by code, preemption rate per spot pool and day, cost per month and per
 // utilised GPU-hour, and the provider scorecard. The range is in the URL (?range=7d) like every filter.
 import { useState } from "react";
 import { useTranslation } from "react-i18next";
@@ -14,7 +14,7 @@ import {
   useCostHistory,
   useFindingTrend,
   useFleetUtilisation,
-  usePoolPreemptionRates,
+  usePoolPreemptionDaily,
   useProviderScorecard,
   useXidDaily,
 } from "../api/trends";
@@ -129,40 +129,29 @@ function XidPanel() {
   );
 }
 
-function BarRow({ label, value, max, text, testId }: { label: string; value: number; max: number; text: string; testId?: string }) {
-  const width = max > 0 ? Math.max(1, Math.round((value / max) * 100)) : 0;
-  return (
-    <tr data-testid={testId}>
-      <th scope="row">{label}</th>
-      <td className="bar-cell">
-        <span className="bar" style={{ width: `${width}%` }} aria-hidden="true" />
-        <span className="bar__value">{text}</span>
-      </td>
-    </tr>
-  );
-}
-
 function PreemptionPanel() {
   const { t } = useTranslation();
-  const rates = usePoolPreemptionRates();
+  const daily = usePoolPreemptionDaily(30);
   return (
     <Panel title={t("trends.preemptionRate")} testId="trend-preemption">
-      <QueryState query={rates} what={t("trends.preemptionRate")} isEmpty={(d) => d.length === 0} empty={t("trends.noPreemptionData")}>
-        {(rows) => {
-          const values = rows.map((row) => Number(row.last_30d.rate_per_node_day ?? 0));
-          const max = Math.max(0, ...values);
+      <QueryState query={daily} what={t("trends.preemptionRate")} isEmpty={(d) => d.pools.length === 0} empty={t("trends.noPreemptionData")}>
+        {(data) => {
+          const times = data.days.map(dayStart);
+          const sum = (values: (string | number)[]) => values.reduce<number>((total, v) => total + Number(v), 0);
           return (
-            <div className="table-wrap">
-              <table className="table table--compact bars" data-testid="preemption-bars">
-                <caption className="visually-hidden">{t("trends.preemptionRate")}</caption>
-                <tbody>
-                  {rows.map((row, index) => (
-                    <BarRow key={row.key} label={row.name || row.key} value={values[index]} max={max} testId="preemption-bar"
-                      text={t("trends.perNodeDay", { rate: formatNumber(values[index], 3), count: row.last_30d.preemptions })} />
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <>
+              <TimeChart testId="chart-preemption" label={t("trends.preemptionPerNodeDay")} times={times} yMin={0} height={220}
+                format={(v) => formatNumber(v, 3)}
+                lines={data.pools.map((pool, index) => ({ label: pool.name || String(pool.pool_id), color: PALETTE[index % PALETTE.length],
+                  values: pool.rate_per_node_day.map((v) => (v === null ? null : Number(v))) }))} />
+              <ul className="small muted" data-testid="preemption-totals">
+                {data.pools.map((pool) => (
+                  <li key={pool.pool_id}>{t("trends.preemptionTotals", { name: pool.name || pool.pool_id,
+                    count: sum(pool.preemptions), hours: formatNumber(sum(pool.node_hours), 0) })}</li>
+                ))}
+              </ul>
+              <p className="small muted">{t("trends.preemptionNote")}</p>
+            </>
           );
         }}
       </QueryState>
@@ -179,6 +168,8 @@ function CostPanel() {
         {(rows) => {
           const currencies = [...new Set(rows.map((r) => r.currency))];
           const months = [...new Set(rows.map((r) => r.month))].sort();
+          // Months with days costed at today's prices (no daily record at the prices of the time).
+          const estimated = months.filter((month) => rows.some((r) => r.month === month && r.estimated));
           const times = months.map((m) => Date.parse(`${m}-01T00:00:00Z`) / 1000);
           const pick = (currency: string, field: "total" | "per_utilised_gpu_hour") => months.map((month) => {
             const row = rows.find((r) => r.month === month && r.currency === currency);
@@ -201,6 +192,9 @@ function CostPanel() {
                     lines={[{ label: currency, color: PALETTE[i % PALETTE.length], values: pick(currency, "per_utilised_gpu_hour") }]} />
                 </div>
               ))}
+              {estimated.length > 0 ? (
+                <p className="small" data-testid="cost-estimated">{t("trends.costEstimated", { months: estimated.join(", ") })}</p>
+              ) : null}
               <p className="small muted">{t("trends.costNote")}</p>
             </>
           );
