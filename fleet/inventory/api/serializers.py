@@ -23,9 +23,24 @@ class ProviderSerializer(serializers.ModelSerializer):
 
 
 class SiteSerializer(serializers.ModelSerializer):
+    provider_support_contact = serializers.CharField(source="provider.support_contact", read_only=True, default="",
+                                                     help_text="The provider's contact, for sites without their own")
+
     class Meta:
         model = Site
-        fields = ["id", "name", "provider", "region_code", "country", "icp_filing_required", "created_at"]
+        fields = ["id", "name", "provider", "region_code", "country", "icp_filing_required", "support_contact",
+                  "provider_support_contact", "created_at"]
+        validators = []  # the unique (provider, name) check below names the field
+
+    def validate(self, attrs):
+        provider = attrs.get("provider", getattr(self.instance, "provider", None))
+        name = attrs.get("name", getattr(self.instance, "name", None))
+        clash = Site.objects.filter(provider=provider, name=name)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError({"name": ["This provider already has a site with this name."]})
+        return attrs
 
     def validate_country(self, value: str) -> str:
         if len(value) != 2 or not value.isalpha():
