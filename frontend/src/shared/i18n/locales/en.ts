@@ -9,7 +9,14 @@ const en = {
   common: { yes: "yes", no: "no" },
   action: {
     retry: "Retry", save: "Save", saving: "Saving…", cancel: "Cancel", copy: "Copy", copied: "Copied",
-    copyFailed: "Copy failed — select and copy by hand",
+    copyFailed: "Copy failed — select and copy by hand", confirmDelete: "Yes, delete",
+  },
+  form: { edit: "Edit", delete: "Delete", saveChanges: "Save changes" },
+  reset: {
+    title: "Set a new password", intro: "An admin gave you this link. Pick a new password; the link then stops working, and so do your API tokens.",
+    noLink: "This page needs the whole link an admin gave you; open it again as it was sent.", password: "New password",
+    again: "New password again", mismatch: "The two passwords differ.", submit: "Set password", done: "Your password is set.",
+    signIn: "Sign in",
   },
   state: {
     loading: "Loading…", checkingSession: "Checking your session…", empty: "Nothing here.",
@@ -393,7 +400,12 @@ const en = {
     adminsOnly: "Only admins manage users.", create: "Add a user", username: "Username", email: "Email", role: "Role",
     password: "Initial password", submit: "Add user", created: "{{name}} was added.", list: "Users", search: "Search",
     status: "Status", lastLogin: "Last login", active: "active", inactive: "deactivated", superuser: "superuser",
-    roleOf: "Role of {{name}}", activeOf: "{{name}} is active",
+    roleOf: "Role of {{name}}", activeOf: "{{name}} is active", you: "(you)", reset: "Reset password",
+    resetAria: "Reset the password of {{name}}", deleteAria: "Delete user {{name}}",
+    deleteWarning: "Their sessions and API tokens stop working; the audit log keeps their name.",
+    linkTitle: "Password reset link for {{name}}.",
+    linkOnce: "Shown once: copy it now and hand it over. It works once, until {{when}}; their current password works until they set a new one.",
+    link: "Link", copyLink: "Copy link",
   },
   audit: {
     title: "Audit log", intro: "Every write — through the API, the console, the Django admin, a task or a command — with who made it and what changed.",
@@ -408,10 +420,15 @@ const en = {
     cloud: "Cloud", supportContact: "Support contact", notes: "Notes", noContact: "none set", edit: "Edit",
     editContactOf: "Edit the support contact of {{name}}", supportContactOf: "Support contact of {{name}}",
     create: "Add a provider", submit: "Add provider", contactPlaceholder: "support portal URL, phone or e-mail",
+    editAria: "Edit provider {{name}}", editTitle: "Edit provider {{name}}", deleteAria: "Delete provider {{name}}",
+    deleteWarning: "Refused while nodes, pools or sites use it.",
   },
   sites: {
     title: "Sites", name: "Name", provider: "Provider", region: "Region", country: "Country",
-    supportContact: "Provider's support contact", icp: "ICP filing", icpRequired: "required", create: "Add a site", submit: "Add site",
+    supportContact: "Support contact", icp: "ICP filing", icpRequired: "required", create: "Add a site", submit: "Add site",
+    providersContact: "provider's: {{contact}}", ownContact: "Site's support contact", contactPlaceholder: "blank: the provider's contact",
+    editAria: "Edit site {{name}}", editTitle: "Edit site {{name}}", deleteAria: "Delete site {{name}}",
+    deleteWarning: "Refused while nodes or pools are at this site.",
   },
   baselines: {
     title: "Baselines",
@@ -420,12 +437,14 @@ const en = {
     os: "OS · kernel", gpu: "GPUs", updated: "Updated", fleet: "no pool (by name only)", poolScope: "pool {{name}}",
     pool: "Pool", gpuModel: "GPU model", gpuCount: "GPUs per node", create: "Add a baseline", submit: "Add baseline",
     delete: "Delete", deleteYes: "Yes, delete", deleteAria: "Delete baseline {{name}}",
+    editAria: "Edit baseline {{name}}", editTitle: "Edit baseline {{name}}", deleteWarning: "Its nodes are no longer checked for drift.",
+    appliesTo: "Applies to", aPool: "a pool", oneNode: "one node", osName: "OS", kernel: "Kernel",
   },
   overrides: {
     title: "Overrides", boundary: "Responsibility boundary overrides",
     boundaryIntro: "Who owns a layer for one provider (optionally one delivery form) or one node, where the contract differs from the default matrix.",
     noBoundary: "No boundary overrides: every node uses the default matrix.", scope: "Scope", layer: "Layer", owner: "Owner",
-    note: "Note", actions: "Actions", nodeScope: "node #{{id}}", delete: "Delete", deleteAria: "Delete the override of {{layer}}",
+    note: "Note", actions: "Actions", nodeScope: "node #{{id}}", delete: "Delete", deleteAria: "Delete the {{layer}} override of {{scope}}",
     createBoundary: "Add a boundary override", scopeProvider: "a provider", scopeNode: "one node", provider: "Provider",
     deliveryForm: "Delivery form", anyForm: "every form", nodeId: "Node id", add: "Add override",
     rules: "Rule overrides per pool", rulesIntro: "A rule's parameters, hold time or on/off for one pool; everywhere else the catalog's values apply.",
@@ -433,6 +452,9 @@ const en = {
     updated: "Updated", deleteRuleAria: "Delete the override of {{rule}} for {{pool}}", createRule: "Add a rule override",
     chooseRule: "choose a rule", choosePool: "choose a pool", asCatalog: "as in the catalog", holdSeconds: "Hold (seconds)",
     paramsJson: "Parameters (JSON)", paramsInvalid: "Parameters must be a JSON object, e.g. {\"max_c\": 85}.",
+    editAria: "Edit the {{layer}} override of {{scope}}", editBoundary: "Edit the boundary override",
+    deleteBoundaryWarning: "The default matrix applies again.", editRuleAria: "Edit the override of {{rule}} for {{pool}}",
+    editRule: "Edit the override of {{rule}}", deleteRuleWarning: "The catalog's values apply to this pool again.",
   },
 };
 

@@ -9,7 +9,14 @@ const zhCN = {
   common: { yes: "是", no: "否" },
   action: {
     retry: "重试", save: "保存", saving: "保存中…", cancel: "取消", copy: "复制", copied: "已复制",
-    copyFailed: "复制失败，请手动选中复制",
+    copyFailed: "复制失败，请手动选中复制", confirmDelete: "确认删除",
+  },
+  form: { edit: "编辑", delete: "删除", saveChanges: "保存修改" },
+  reset: {
+    title: "设置新密码", intro: "这是管理员给你的链接。请设置新密码；设置后链接失效，你的 API 令牌也会失效。",
+    noLink: "此页面需要管理员给你的完整链接；请按原样重新打开。", password: "新密码",
+    again: "再次输入新密码", mismatch: "两次输入的密码不一致。", submit: "设置密码", done: "密码已设置。",
+    signIn: "登录",
   },
   state: {
     loading: "加载中…", checkingSession: "正在检查登录状态…", empty: "暂无内容。",
@@ -392,7 +399,12 @@ const zhCN = {
     adminsOnly: "只有管理员可以管理用户。", create: "添加用户", username: "用户名", email: "邮箱", role: "角色",
     password: "初始密码", submit: "添加用户", created: "已添加 {{name}}。", list: "用户", search: "搜索",
     status: "状态", lastLogin: "最近登录", active: "启用", inactive: "已停用", superuser: "超级用户",
-    roleOf: "{{name}} 的角色", activeOf: "{{name}} 已启用",
+    roleOf: "{{name}} 的角色", activeOf: "{{name}} 已启用", you: "（你）", reset: "重置密码",
+    resetAria: "重置 {{name}} 的密码", deleteAria: "删除用户 {{name}}",
+    deleteWarning: "其会话和 API 令牌将立即失效；审计日志保留其名称。",
+    linkTitle: "{{name}} 的密码重置链接。",
+    linkOnce: "仅显示一次：请立即复制并转交。链接只能使用一次，有效期至 {{when}}；在对方设置新密码之前，其当前密码仍然有效。",
+    link: "链接", copyLink: "复制链接",
   },
   audit: {
     title: "审计日志", intro: "每一次写操作——无论来自 API、控制台、Django 管理后台、任务还是命令——以及操作人和变更内容。",
@@ -407,10 +419,15 @@ const zhCN = {
     cloud: "云平台", supportContact: "支持联系方式", notes: "备注", noContact: "未设置", edit: "编辑",
     editContactOf: "编辑 {{name}} 的支持联系方式", supportContactOf: "{{name}} 的支持联系方式",
     create: "添加供应商", submit: "添加供应商", contactPlaceholder: "支持门户网址、电话或邮箱",
+    editAria: "编辑供应商 {{name}}", editTitle: "编辑供应商 {{name}}", deleteAria: "删除供应商 {{name}}",
+    deleteWarning: "仍有节点、资源池或站点使用时会被拒绝。",
   },
   sites: {
     title: "站点", name: "名称", provider: "供应商", region: "区域", country: "国家/地区",
-    supportContact: "供应商支持联系方式", icp: "ICP 备案", icpRequired: "需要", create: "添加站点", submit: "添加站点",
+    supportContact: "支持联系方式", icp: "ICP 备案", icpRequired: "需要", create: "添加站点", submit: "添加站点",
+    providersContact: "供应商的：{{contact}}", ownContact: "站点支持联系方式", contactPlaceholder: "留空：使用供应商的联系方式",
+    editAria: "编辑站点 {{name}}", editTitle: "编辑站点 {{name}}", deleteAria: "删除站点 {{name}}",
+    deleteWarning: "站点内仍有节点或资源池时会被拒绝。",
   },
   baselines: {
     title: "基线",
@@ -419,12 +436,14 @@ const zhCN = {
     os: "操作系统 · 内核", gpu: "GPU", updated: "更新时间", fleet: "无资源池（仅按名称）", poolScope: "资源池 {{name}}",
     pool: "资源池", gpuModel: "GPU 型号", gpuCount: "每节点 GPU 数", create: "添加基线", submit: "添加基线",
     delete: "删除", deleteYes: "确认删除", deleteAria: "删除基线 {{name}}",
+    editAria: "编辑基线 {{name}}", editTitle: "编辑基线 {{name}}", deleteWarning: "其节点将不再检查偏差。",
+    appliesTo: "适用于", aPool: "某个资源池", oneNode: "单个节点", osName: "操作系统", kernel: "内核",
   },
   overrides: {
     title: "覆盖配置", boundary: "责任边界覆盖",
     boundaryIntro: "当合同与默认矩阵不同时，为某个供应商（可限定交付形式）或单个节点指定某一层的负责方。",
     noBoundary: "没有边界覆盖：所有节点使用默认矩阵。", scope: "范围", layer: "层", owner: "负责方",
-    note: "备注", actions: "操作", nodeScope: "节点 #{{id}}", delete: "删除", deleteAria: "删除 {{layer}} 的覆盖",
+    note: "备注", actions: "操作", nodeScope: "节点 #{{id}}", delete: "删除", deleteAria: "删除 {{scope}} 的 {{layer}} 覆盖",
     createBoundary: "添加边界覆盖", scopeProvider: "某个供应商", scopeNode: "单个节点", provider: "供应商",
     deliveryForm: "交付形式", anyForm: "所有形式", nodeId: "节点 id", add: "添加覆盖",
     rules: "按资源池的规则覆盖", rulesIntro: "为某个资源池调整规则的参数、保持时间或开关；其他地方沿用规则目录中的值。",
@@ -432,6 +451,9 @@ const zhCN = {
     updated: "更新时间", deleteRuleAria: "删除 {{pool}} 上 {{rule}} 的覆盖", createRule: "添加规则覆盖",
     chooseRule: "选择规则", choosePool: "选择资源池", asCatalog: "同规则目录", holdSeconds: "保持时间（秒）",
     paramsJson: "参数（JSON）", paramsInvalid: "参数必须是 JSON 对象，例如 {\"max_c\": 85}。",
+    editAria: "编辑 {{scope}} 的 {{layer}} 覆盖", editBoundary: "编辑边界覆盖",
+    deleteBoundaryWarning: "将重新使用默认矩阵。", editRuleAria: "编辑 {{pool}} 上 {{rule}} 的覆盖",
+    editRule: "编辑 {{rule}} 的覆盖", deleteRuleWarning: "该资源池将重新使用规则目录中的值。",
   },
 };
 
