@@ -269,7 +269,7 @@ function SiteForm({ editing, onDone }: { editing: Site | null; onDone: () => voi
   const title = editing ? t("sites.editTitle", { name: editing.name }) : t("sites.create");
   return (
     <form className="form-grid" onSubmit={submit} aria-label={title} data-testid="site-form">
-      {editing ? <h3 className="form-grid__title">{title}</h3> : null}
+      <h3 className="form-grid__title">{title}</h3>
       <label className="field"><span>{t("sites.name")}</span>
         <input value={form.name} required maxLength={100} onChange={(e) => set({ name: e.target.value })} aria-invalid={Boolean(fields.name) || undefined} />
         <FieldError errors={fields.name} /></label>
