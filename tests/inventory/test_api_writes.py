@@ -110,3 +110,13 @@ def test_editing_an_override_onto_a_taken_cell_names_the_layer(operator_api):
     assert response.status_code == 400
     assert "layer" in response.json()["error"]["fields"]
     assert BoundaryOverride.objects.get(pk=other.pk).layer == "os"
+
+
+def test_a_node_carries_its_sites_contact_beside_its_providers(viewer_api):
+    site = SiteFactory(name="fra-1", support_contact="fra-1 remote hands")
+    node = NodeFactory(provider=site.provider, site=site)
+    body = viewer_api.get(f"/api/v1/nodes/{node.pk}/").json()
+    assert (body["site_support_contact"], body["provider_support_contact"]) == (
+        "fra-1 remote hands", site.provider.support_contact)
+    listed = viewer_api.get("/api/v1/nodes/").json()["results"]
+    assert [n["site_support_contact"] for n in listed] == ["fra-1 remote hands"]

@@ -4448,6 +4448,8 @@ export interface components {
             readonly provider_support_contact: string;
             site?: number | null;
             readonly site_name: string;
+            /** @description The site's own contact (remote hands), if it has one */
+            readonly site_support_contact: string;
             pool?: number | null;
             readonly pool_name: string;
             delivery_form: components["schemas"]["DeliveryFormEnum"];

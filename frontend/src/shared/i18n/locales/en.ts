@@ -141,7 +141,7 @@ const en = {
     refused: "Not on {{hostname}}: {{message}}",
     updated_one: "{{count}} finding updated.", updated_other: "{{count}} findings updated.",
     opened: "Opened", openFor: "open {{age}}", provider: "Provider", supportContact: "Support: {{contact}}",
-    noContact: "no support contact on record", search: "Search", searchPlaceholder: "summary, hostname, rule or provider",
+    noContact: "no support contact on record", siteContact: "site {{site}}: {{contact}}", search: "Search", searchPlaceholder: "summary, hostname, rule or provider",
     forming: "forming, opens in {{time}}", formingItem: "{{summary}} — forming, opens in {{time}}",
     formingHeadline: "Step {{n}} — forming, opens in {{time}}: {{summary}}",
     headerState: "State", openIncident: "Open incident {{key}}: {{state}}", noIncident: "no open incident",

@@ -140,7 +140,7 @@ const zhCN = {
     refused: "{{hostname}} 未执行：{{message}}",
     updated_one: "已更新 {{count}} 个问题。", updated_other: "已更新 {{count}} 个问题。",
     opened: "产生时间", openFor: "已持续 {{age}}", provider: "供应商", supportContact: "支持联系方式：{{contact}}",
-    noContact: "未登记支持联系方式", search: "搜索", searchPlaceholder: "摘要、主机名、规则或供应商",
+    noContact: "未登记支持联系方式", siteContact: "站点 {{site}}：{{contact}}", search: "搜索", searchPlaceholder: "摘要、主机名、规则或供应商",
     forming: "正在形成，{{time}}后成立", formingItem: "{{summary}} — 正在形成，{{time}}后成立",
     formingHeadline: "第 {{n}} 步 — 正在形成，{{time}}后成立：{{summary}}",
     headerState: "状态", openIncident: "未关闭事件 {{key}}：{{state}}", noIncident: "无未关闭事件",
