@@ -68,4 +68,20 @@ describe("UsersPage", () => {
     await waitFor(() => expect(screen.queryByText("bob@example.com")).toBeNull());
     expect(api.calls.filter((c) => c.method === "DELETE").map((c) => c.url.pathname)).toEqual(["/api/v1/users/2/"]);
   }, 20_000);
+
+  it("deactivates only after a warning that tokens are revoked for good, and activates again in one click", async () => {
+    const api = usersApi();
+    const user = userEvent.setup();
+    renderWithProviders(<UsersPage />, { role: "admin" });
+    expect(screen.queryByRole("button", { name: "Deactivate admin-user" })).toBeNull();
+    await user.click(await screen.findByRole("button", { name: "Deactivate bob" }));
+    expect(api.calls.some((c) => c.method === "PATCH")).toBe(false);
+    const group = screen.getByRole("group", { name: "Deactivate bob" });
+    expect(group).toHaveTextContent("API tokens are revoked for good");
+    await user.click(within(group).getByRole("button", { name: "Yes, deactivate" }));
+    await waitFor(() => expect(api.calls.find((c) => c.method === "PATCH")?.body).toEqual({ is_active: false }));
+    await user.click(await screen.findByRole("button", { name: "Activate bob" }));
+    await waitFor(() => expect(api.calls.filter((c) => c.method === "PATCH").at(-1)?.body).toEqual({ is_active: true }));
+    expect(await screen.findByRole("button", { name: "Deactivate bob" })).toBeInTheDocument();
+  }, 20_000);
 });

@@ -107,12 +107,18 @@ function UserRow({ user, self, onLink }: { user: User; self: boolean; onLink: (l
         <FieldError errors={fields.role} />
       </td>
       <td>
-        <label className="toggle">
-          <input type="checkbox" checked={user.is_active ?? true} disabled={update.isPending || self}
-            aria-label={t("users.activeOf", { name: user.username })}
-            onChange={(e) => update.mutate({ id: user.id, body: { is_active: e.target.checked } })} />
-          {user.is_active ? t("users.active") : t("users.inactive")}
-        </label>
+        <span className="row-actions">
+          {user.is_active ? <Badge tone="good">{t("users.active")}</Badge> : <Badge tone="muted">{t("users.inactive")}</Badge>}
+          {self ? null : user.is_active ? (
+            // Deactivating revokes the user's API tokens for good (reactivating brings none back): it asks first.
+            <ConfirmButton label={t("users.deactivate")} ariaLabel={t("users.deactivateAria", { name: user.username })}
+              warning={t("users.deactivateWarning")} confirmLabel={t("users.deactivateYes")} pending={update.isPending}
+              onConfirm={() => update.mutate({ id: user.id, body: { is_active: false } })} />
+          ) : (
+            <button type="button" className="btn btn--small" disabled={update.isPending} aria-label={t("users.activateAria", { name: user.username })}
+              onClick={() => update.mutate({ id: user.id, body: { is_active: true } })}>{t("users.activate")}</button>
+          )}
+        </span>
         <FieldError errors={fields.is_active} />
         {update.isError && !fields.role && !fields.is_active ? <span className="field__error" role="alert">{errorText(update.error)}</span> : null}
       </td>
