@@ -1,10 +1,10 @@
 // End-to-end check of the console's edit forms, in English and Simplified Chinese, at 1440 px and at 390 px:
 // an admin edits a baseline, creates and deletes a boundary override and a per-pool rule override (each delete
 // confirmed in place), edits a site's own support contact and changes a user's role; a viewer then finds no
-// write control on those pages. Run by tests/e2e/test_forms.py; usable by hand too:
+// write control on those pages. Also an admin-issued password reset link, used by its user. Run by tests/e2e/test_forms.py; usable by hand too:
 //
 //   E2E_BASE_URL=http://127.0.0.1:8000 E2E_USERNAME=admin E2E_VIEWER_USERNAME=viewer E2E_PASSWORD=… \
-//   E2E_BASELINE=h100 E2E_SITE=sh-1 E2E_PROVIDER="IDC One" E2E_TARGET_USER=bob node tests/e2e/forms.mjs
+//   E2E_BASELINE=h100 E2E_SITE=sh-1 E2E_PROVIDER="IDC One" E2E_TARGET_USER=bob E2E_NEW_PASSWORD=… node tests/e2e/forms.mjs
 //
 // One browser, one page per user; the language and the width change in place. Screenshots go to E2E_ARTIFACTS.
 import { mkdirSync } from "node:fs";
@@ -29,6 +29,7 @@ const BASELINE = env("E2E_BASELINE");
 const SITE = env("E2E_SITE");
 const PROVIDER = env("E2E_PROVIDER");
 const TARGET = env("E2E_TARGET_USER");
+const NEW_PASSWORD = env("E2E_NEW_PASSWORD");
 const ARTIFACTS = resolve(root, env("E2E_ARTIFACTS", "test-artifacts/e2e/forms"));
 const CHROMIUM = env("CHROMIUM_PATH", "/usr/bin/chromium");
 
@@ -187,7 +188,39 @@ try {
       await shot(`${tag}-users`);
     }
   }
+
+  // A password reset: the admin gets a single-use link (shown once), the user opens it without a session, sets a
+  // password and signs in with it.
+  await page.setViewportSize(SIZES[0][1]);
+  await open("/users", "users-page", "en");
+  await page.getByRole("button", { name: `Reset the password of ${TARGET}` }).click();
+  const linkBox = page.getByTestId("reset-link");
+  const link = await linkBox.getByRole("textbox").inputValue();
+  check(link.startsWith(`${BASE}/reset-password#uid=`), "the admin gets a reset link, never a password");
+  await shot("en-1440-reset-link");
+  await linkBox.locator("button", { hasText: "I have copied it" }).click();
+  check(await page.getByTestId("reset-link").count() === 0, "the link is gone from the page once dismissed");
   await page.context().close();
+
+  const anonymous = await browser.newContext({ viewport: SIZES[1][1], locale: "en-US" });
+  page = await anonymous.newPage();
+  page.setDefaultTimeout(10_000);
+  page.on("pageerror", (error) => pageErrors.push(String(error)));
+  await page.goto(link);
+  await page.getByTestId("reset-password-form").waitFor();
+  check(await page.evaluate(() => window.location.hash) === "", "the reset page drops the token from the address bar");
+  await page.getByLabel(/^New password(?! again)/).fill(NEW_PASSWORD);
+  await page.getByLabel(/^New password again/).fill(NEW_PASSWORD);
+  await page.getByRole("button", { name: "Set password" }).click();
+  await page.getByText("Your password is set.").waitFor();
+  await shot("en-390-reset-done");
+  await page.goto(`${BASE}/login`);
+  await page.locator('input[name="username"]').fill(TARGET);
+  await page.locator('input[type="password"]').fill(NEW_PASSWORD);
+  await page.locator('button[type="submit"]').click();
+  await page.getByTestId("current-user").waitFor();
+  check(true, `${TARGET} signs in with the password they set from the link`);
+  await anonymous.close();
 
   // A viewer: the same pages, no write control at all (not disabled ones).
   page = await signIn(VIEWER);
