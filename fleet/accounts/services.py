@@ -95,6 +95,11 @@ def user_update(*, user: User, actor, password: str | None = None, **changes) ->
     if unknown:
         raise TypeError(f"user_update() got unexpected fields: {', '.join(sorted(unknown))}")
     _require_may_change(user=user, actor=actor)
+    if getattr(actor, "pk", None) == user.pk and (
+            changes.get("is_active") is False or ("role" in changes and changes["role"] != user.role)):
+        # The console hides these on your own row; the API refuses them too, so an admin cannot lock the
+        # deployment out of user management by accident. Another admin can.
+        raise PermissionDenied("You cannot deactivate yourself or change your own role; ask another admin.")
     before, after = {}, {}
     for field, value in changes.items():
         if getattr(user, field) != value:

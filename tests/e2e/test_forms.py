@@ -1,8 +1,8 @@
 """The console's edit forms in real Chromium against a live server, as an admin in English and Chinese at 1440
 and 390 px: edit a baseline, create and delete (after confirming) a boundary override and a per-pool rule
 override, edit a site's own support contact, change a user's role; then a viewer finds no write control on those
-pages; an admin-issued password reset link lets its user set a password and sign in. The database afterwards holds exactly what the browser did, each write audited. Screenshots land in
-test-artifacts/e2e/forms/.
+pages, and an admin-issued password reset link lets its user set a password and sign in. The database afterwards
+holds exactly what the browser did, each write audited. Screenshots land in test-artifacts/e2e/forms/.
 """
 
 import pytest

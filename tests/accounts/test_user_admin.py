@@ -1,5 +1,6 @@
-"""Admin-issued password reset links: the admin gets a single-use link (never a password), the user sets a new
-password with it without a session, and everything else is refused with the field named."""
+"""What the console's users page asks of the API beyond plain edits: admin-issued password reset links (the admin
+gets a single-use link, never a password; the user sets a new password with it without a session; everything
+else is refused with the field named), deleting users, and no admin locking themselves out."""
 
 import time
 from urllib.parse import parse_qs
@@ -153,3 +154,13 @@ def test_an_admin_deletes_a_user_but_not_themselves(admin, alice):
     assert _as(admin).delete(f"/api/v1/users/{alice.pk}/").status_code == 204
     assert not User.objects.filter(pk=alice.pk).exists()
     assert AuditEntry.objects.filter(action="delete", object_type="accounts.user", object_id=str(alice.pk)).exists()
+
+
+@pytest.mark.parametrize("change", [{"is_active": False}, {"role": "operator"}])
+def test_an_admin_cannot_lock_themselves_out(admin, change):
+    response = _as(admin).patch(f"/api/v1/users/{admin.pk}/", change, format="json")
+    assert response.status_code == 403
+    assert "ask another admin" in response.json()["error"]["message"]
+    admin.refresh_from_db()
+    assert (admin.is_active, admin.role) == (True, "admin")
+    assert _as(admin).patch(f"/api/v1/users/{admin.pk}/", {"email": "me@example.com"}, format="json").status_code == 200
