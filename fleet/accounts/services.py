@@ -4,10 +4,14 @@ import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.tokens import default_token_generator
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
+from django.utils.encoding import force_bytes, force_str
+from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
 from fleet.core import ratelimit
 from fleet.core.audit import SECRET_AFTER, SECRET_BEFORE, audit_context
@@ -91,6 +95,11 @@ def user_update(*, user: User, actor, password: str | None = None, **changes) ->
     if unknown:
         raise TypeError(f"user_update() got unexpected fields: {', '.join(sorted(unknown))}")
     _require_may_change(user=user, actor=actor)
+    if getattr(actor, "pk", None) == user.pk and (
+            changes.get("is_active") is False or ("role" in changes and changes["role"] != user.role)):
+        # The console hides these on your own row; the API refuses them too, so an admin cannot lock the
+        # deployment out of user management by accident. Another admin can.
+        raise PermissionDenied("You cannot deactivate yourself or change your own role; ask another admin.")
     before, after = {}, {}
     for field, value in changes.items():
         if getattr(user, field) != value:
@@ -119,8 +128,53 @@ def user_update(*, user: User, actor, password: str | None = None, **changes) ->
 
 def user_delete(*, user: User, actor) -> None:
     _require_may_change(user=user, actor=actor)
+    if getattr(actor, "pk", None) == user.pk:
+        raise PermissionDenied("You cannot delete your own account; ask another admin.")
     with transaction.atomic(), audit_context(actor=actor):
         user.delete()
+
+
+# --- Password reset links ------------------------------------------------------------------------------
+# An admin never sets or sees another user's password: they issue a link, hand it over (chat, phone), and the
+# user picks the password. The link carries Django's signed token, which is bound to the user's password hash
+# and last login, so it works once (setting the password, or a login, spends it) and for
+# PASSWORD_RESET_TIMEOUT seconds. Nothing is stored; the console shows the link once.
+
+
+class PasswordResetInvalid(Exception):
+    """The link is malformed, expired, already used, or for a user who cannot log in."""
+
+
+def user_password_reset_link(*, user: User, actor) -> dict:
+    """A console path that lets `user` set a new password, and when it stops working (audited, never the token)."""
+    _require_may_change(user=user, actor=actor)
+    if not user.is_active:
+        raise PermissionDenied("This user is deactivated; activate the account before resetting its password.")
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    token = default_token_generator.make_token(user)
+    expires_at = timezone.now() + timedelta(seconds=settings.PASSWORD_RESET_TIMEOUT)
+    audit_record(actor=actor, action=AuditEntry.Action.ACTION, instance=user,
+                 note=f"password reset link issued (valid until {expires_at:%Y-%m-%d %H:%M} UTC)")
+    # In the fragment, so the token never reaches a server log when the user opens the page.
+    return {"path": f"/reset-password#uid={uid}&token={token}", "expires_at": expires_at}
+
+
+def _user_from_uid(uid: str) -> User | None:
+    try:
+        pk = int(force_str(urlsafe_base64_decode(uid)))
+    except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
+        return None
+    return User.objects.filter(pk=pk, is_active=True).first()
+
+
+def user_password_reset_confirm(*, uid: str, token: str, password: str) -> User:
+    """Set the password of the link's user. Raises PasswordResetInvalid for a bad link and Django's
+    ValidationError for a weak password; the user's API tokens are revoked as on any password change."""
+    user = _user_from_uid(uid)
+    if user is None or not default_token_generator.check_token(user, token):
+        raise PasswordResetInvalid("This reset link is invalid, expired or already used; ask an admin for a new one.")
+    validate_password(password, user=user)
+    return user_update(user=user, actor=user, password=password)
 
 
 # --- Login throttling -----------------------------------------------------------------------------

@@ -37,6 +37,9 @@ class Site(models.Model):
     country = models.CharField(max_length=2, help_text="ISO 3166-1 alpha-2; CN means mainland China")
     icp_filing_required = models.BooleanField(default=False,
                                               help_text="Public services here need an ICP filing (mainland China).")
+    support_contact = models.CharField(
+        max_length=200, blank=True,
+        help_text="Whom to call about this site (e.g. the data centre's remote hands); blank: the provider's contact.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

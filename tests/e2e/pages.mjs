@@ -205,7 +205,7 @@ try {
   const row = page.getByTestId("provider-row").filter({ hasText: "Lambda Cloud" });
   await row.waitFor();
   check((await row.getByTestId("support-contact").innerText()).includes("support.lambdalabs.com"), "the new provider shows its support contact");
-  await row.getByRole("button", { name: "Edit" }).click();
+  await row.getByRole("button", { name: "Edit the support contact of Lambda Cloud" }).click();
   await row.getByRole("textbox").fill("+1 866 000 0000");
   await row.getByRole("button", { name: "Save" }).click();
   await row.getByText("+1 866 000 0000").waitFor();

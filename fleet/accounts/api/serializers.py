@@ -35,6 +35,19 @@ class UserSerializer(serializers.ModelSerializer):
         return user_update(user=instance, actor=self.context["request"].user, **validated_data)
 
 
+class PasswordResetLinkSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="The console path to hand to the user (shown once; the token is in the "
+                                           "fragment, so it never reaches a server log)")
+    expires_at = serializers.DateTimeField(help_text="When the link stops working (it also stops once used)")
+
+
+class PasswordResetConfirmSerializer(serializers.Serializer):
+    uid = serializers.CharField(max_length=64)
+    token = serializers.CharField(max_length=128)
+    # Bounded like the login's, so a megabyte "password" is refused before anything hashes it.
+    password = serializers.CharField(max_length=1024, trim_whitespace=False, style={"input_type": "password"})
+
+
 class MeSerializer(serializers.ModelSerializer):
     class Meta:
         model = User

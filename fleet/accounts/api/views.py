@@ -1,11 +1,12 @@
 from django.contrib.auth import authenticate, login, logout, update_session_auth_hash
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.middleware.csrf import get_token
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.exceptions import AuthenticationFailed, Throttled, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -16,12 +17,15 @@ from ..choices import Role
 from ..http import client_address, enforce_csrf
 from ..models import APIToken, SavedView, User
 from ..services import (
+    PasswordResetInvalid,
     api_token_create,
     api_token_revoke,
     login_failure_record,
     login_success_record,
     login_throttle_check,
     user_delete,
+    user_password_reset_confirm,
+    user_password_reset_link,
 )
 from .serializers import (
     APITokenCreatedSerializer,
@@ -29,6 +33,8 @@ from .serializers import (
     AuditEntrySerializer,
     LoginSerializer,
     MeSerializer,
+    PasswordResetConfirmSerializer,
+    PasswordResetLinkSerializer,
     SavedViewSerializer,
     SessionSerializer,
     UserSerializer,
@@ -67,6 +73,15 @@ class UserViewSet(StrictQueryParamsMixin, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance):
         user_delete(user=instance, actor=self.request.user)
+
+    @extend_schema(request=None, responses=PasswordResetLinkSerializer,
+                   description="A single-use link that lets the user set a new password (valid for "
+                               "PASSWORD_RESET_TIMEOUT_S, 24 h by default). The admin never sees a password; the "
+                               "current one keeps working until the user sets a new one. Audited.")
+    @action(detail=True, methods=["post"], url_path="password-reset")
+    def password_reset(self, request, pk=None):
+        link = user_password_reset_link(user=self.get_object(), actor=request.user)
+        return Response(PasswordResetLinkSerializer(link).data)
 
 
 class APITokenViewSet(StrictQueryParamsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -145,6 +160,31 @@ class SessionView(StrictQueryParamsMixin, APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request):
         logout(request)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PasswordResetView(StrictQueryParamsMixin, APIView):
+    """Set a new password from an admin-issued reset link (no session needed). The link works once; the user's
+    API tokens are revoked, as on any password change."""
+
+    permission_classes = [permissions.AllowAny]
+    serializer_class = PasswordResetConfirmSerializer
+
+    @extend_schema(request=PasswordResetConfirmSerializer, responses={204: None})
+    def post(self, request):
+        enforce_csrf(request)  # as the login: no other site may post here in a visitor's name
+        serializer = PasswordResetConfirmSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        wait = login_throttle_check(username=f"reset:{data['uid']}", address=client_address(request))
+        if wait is not None:
+            raise Throttled(wait=wait, detail="Too many attempts.")
+        try:
+            user_password_reset_confirm(uid=data["uid"], token=data["token"], password=data["password"])
+        except PasswordResetInvalid as exc:
+            raise ValidationError({"token": [str(exc)]}) from exc
+        except DjangoValidationError as exc:
+            raise ValidationError({"password": exc.messages}) from exc
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -23,9 +23,24 @@ class ProviderSerializer(serializers.ModelSerializer):
 
 
 class SiteSerializer(serializers.ModelSerializer):
+    provider_support_contact = serializers.CharField(source="provider.support_contact", read_only=True, default="",
+                                                     help_text="The provider's contact, for sites without their own")
+
     class Meta:
         model = Site
-        fields = ["id", "name", "provider", "region_code", "country", "icp_filing_required", "created_at"]
+        fields = ["id", "name", "provider", "region_code", "country", "icp_filing_required", "support_contact",
+                  "provider_support_contact", "created_at"]
+        validators = []  # the unique (provider, name) check below names the field
+
+    def validate(self, attrs):
+        provider = attrs.get("provider", getattr(self.instance, "provider", None))
+        name = attrs.get("name", getattr(self.instance, "name", None))
+        clash = Site.objects.filter(provider=provider, name=name)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError({"name": ["This provider already has a site with this name."]})
+        return attrs
 
     def validate_country(self, value: str) -> str:
         if len(value) != 2 or not value.isalpha():
@@ -60,6 +75,8 @@ class NodeSerializer(serializers.ModelSerializer):
     provider_name = serializers.CharField(source="provider.name", read_only=True)
     provider_support_contact = serializers.CharField(source="provider.support_contact", read_only=True)
     site_name = serializers.CharField(source="site.name", read_only=True, default=None)
+    site_support_contact = serializers.CharField(source="site.support_contact", read_only=True, default=None,
+                                                 help_text="The site's own contact (remote hands), if it has one")
     pool_name = serializers.CharField(source="pool.name", read_only=True, default=None)
     labels = serializers.JSONField(required=False, validators=[_validate_labels])
     # The triage columns (`selectors.node_list`); absent on a node just created or changed, then null.
@@ -81,6 +98,7 @@ class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = ["id", "hostname", "provider", "provider_name", "provider_support_contact", "site", "site_name",
+                  "site_support_contact",
                   "pool", "pool_name", "delivery_form", "billing_mode", "expected_gpu_count", "expected_gpu_model",
                   "state", "labels", "public_endpoint", "machine_id", "instance_id", "instance_type", "created_at",
                   "updated_at", "worst_severity", "open_findings", "open_since", "headline_party", "last_report_at",

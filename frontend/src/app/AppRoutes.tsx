@@ -2,6 +2,7 @@ import { Route, Routes } from "react-router";
 import { AuditPage } from "@/features/accounts/components/AuditPage";
 import { UsersPage } from "@/features/accounts/components/UsersPage";
 import { LoginPage } from "@/features/auth/components/LoginPage";
+import { ResetPasswordPage } from "@/features/auth/components/ResetPasswordPage";
 import { BillingPage } from "@/features/billing/components/BillingPage";
 import { EnrollPage } from "@/features/enrollment/components/EnrollPage";
 import { FindingsPage } from "@/features/findings/components/FindingsPage";
@@ -28,6 +29,7 @@ export function AppRoutes() {
   return (
     <Routes>
       <Route path="/login" element={<LoginPage />} />
+      <Route path="/reset-password" element={<ResetPasswordPage />} />
       <Route element={<RequireAuth><Layout /></RequireAuth>}>
         <Route index element={<OverviewRoute />} />
         <Route path="nodes" element={<NodesPage />} />

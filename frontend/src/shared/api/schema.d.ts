@@ -136,6 +136,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/password-reset/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * @description Set a new password from an admin-issued reset link (no session needed). The link works once; the user's
+         *     API tokens are revoked, as on any password change.
+         */
+        post: operations["v1_auth_password_reset_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/session/": {
         parameters: {
             query?: never;
@@ -2843,6 +2863,23 @@ export interface paths {
         patch: operations["v1_users_partial_update"];
         trace?: never;
     };
+    "/api/v1/users/{id}/password-reset/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description A single-use link that lets the user set a new password (valid for PASSWORD_RESET_TIMEOUT_S, 24 h by default). The admin never sees a password; the current one keeps working until the user sets a new one. Audited. */
+        post: operations["v1_users_password_reset_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/workflows/": {
         parameters: {
             query?: never;
@@ -4522,6 +4559,8 @@ export interface components {
             readonly provider_support_contact: string;
             site?: number | null;
             readonly site_name: string;
+            /** @description The site's own contact (remote hands), if it has one */
+            readonly site_support_contact: string;
             pool?: number | null;
             readonly pool_name: string;
             delivery_form: components["schemas"]["DeliveryFormEnum"];
@@ -5316,6 +5355,20 @@ export interface components {
          * @enum {string}
          */
         ParamSpecKindEnum: "number" | "integer" | "boolean" | "string_list";
+        PasswordResetConfirmRequest: {
+            uid: string;
+            token: string;
+            password: string;
+        };
+        PasswordResetLink: {
+            /** @description The console path to hand to the user (shown once; the token is in the fragment, so it never reaches a server log) */
+            path: string;
+            /**
+             * Format: date-time
+             * @description When the link stops working (it also stops once used)
+             */
+            expires_at: string;
+        };
         PatchedBaselineRequest: {
             name?: string;
             pool?: number | null;
@@ -5616,6 +5669,8 @@ export interface components {
             country?: string;
             /** @description Public services here need an ICP filing (mainland China). */
             icp_filing_required?: boolean;
+            /** @description Whom to call about this site (e.g. the data centre's remote hands); blank: the provider's contact. */
+            support_contact?: string;
         };
         PatchedUserRequest: {
             /** @description Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only. */
@@ -6358,6 +6413,13 @@ export interface components {
             country: string;
             /** @description Public services here need an ICP filing (mainland China). */
             icp_filing_required?: boolean;
+            /** @description Whom to call about this site (e.g. the data centre's remote hands); blank: the provider's contact. */
+            support_contact?: string;
+            /**
+             * @description The provider's contact, for sites without their own
+             * @default
+             */
+            readonly provider_support_contact: string;
             /** Format: date-time */
             readonly created_at: string;
         };
@@ -6370,6 +6432,8 @@ export interface components {
             country: string;
             /** @description Public services here need an ICP filing (mainland China). */
             icp_filing_required?: boolean;
+            /** @description Whom to call about this site (e.g. the data centre's remote hands); blank: the provider's contact. */
+            support_contact?: string;
         };
         SoftwareStack: {
             readonly id: number;
@@ -7049,6 +7113,30 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["AuditEntry"];
                 };
+            };
+        };
+    };
+    v1_auth_password_reset_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasswordResetConfirmRequest"];
+                "application/x-www-form-urlencoded": components["schemas"]["PasswordResetConfirmRequest"];
+                "multipart/form-data": components["schemas"]["PasswordResetConfirmRequest"];
+            };
+        };
+        responses: {
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -12639,7 +12727,7 @@ export interface operations {
                 country?: string;
                 icp_filing_required?: boolean;
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
-                ordering?: ("country" | "created_at" | "icp_filing_required" | "id" | "name" | "provider" | "region_code" | "-country" | "-created_at" | "-icp_filing_required" | "-id" | "-name" | "-provider" | "-region_code")[];
+                ordering?: ("country" | "created_at" | "icp_filing_required" | "id" | "name" | "provider" | "provider__support_contact" | "region_code" | "support_contact" | "-country" | "-created_at" | "-icp_filing_required" | "-id" | "-name" | "-provider" | "-provider__support_contact" | "-region_code" | "-support_contact")[];
                 /** @description A page number within the paginated result set. */
                 page?: number;
                 /** @description Number of results to return per page. */
@@ -13702,6 +13790,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["User"];
+                };
+            };
+        };
+    };
+    v1_users_password_reset_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A unique integer value identifying this user. */
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasswordResetLink"];
                 };
             };
         };

@@ -18,3 +18,12 @@ export function boolParam(value: string | null | undefined): boolean | undefined
 export function choiceParam<T extends string>(allowed: readonly T[], value: string | null | undefined): T[] | undefined {
   return value && (allowed as readonly string[]).includes(value) ? [value as T] : undefined;
 }
+
+/** A number field's value for a request body: blank is null, a whole number is sent as one, anything else is sent
+ * as typed so the server's error names the field (a NaN would go out as JSON null and be taken as "blank"). */
+export function integerOrAsTyped(value: string): number | null {
+  const trimmed = value.trim();
+  if (trimmed === "") return null;
+  const parsed = Number(trimmed);
+  return (Number.isInteger(parsed) ? parsed : trimmed) as number;
+}

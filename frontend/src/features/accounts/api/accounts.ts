@@ -30,6 +30,21 @@ export function useUpdateUser() {
   });
 }
 
+export function useDeleteUser() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (id: number) => unwrap(client.DELETE("/api/v1/users/{id}/", { params: { path: { id } } })),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ["users"] }),
+  });
+}
+
+/** A single-use link that lets the user set a new password; the answer is the only copy (shown once). */
+export function useIssueResetLink() {
+  return useMutation({
+    mutationFn: (id: number) => unwrap(client.POST("/api/v1/users/{id}/password-reset/", { params: { path: { id } } })),
+  });
+}
+
 export function useAudit(query: AuditQuery) {
   return useQuery({ queryKey: ["audit", query], placeholderData: keepPreviousData, refetchInterval: 15_000,
     queryFn: () => unwrap(client.GET("/api/v1/audit/", { params: { query: { page_size: PAGE_SIZE, ...query } } })) });

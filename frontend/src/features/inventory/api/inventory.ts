@@ -50,11 +50,22 @@ function useInvalidating<A, R>(keys: string[], fn: (args: A) => Promise<R>) {
 export const useCreateProvider = () => useInvalidating(["providers"], (body: ProviderInput) => unwrap(client.POST("/api/v1/providers/", { body })));
 export const useUpdateProvider = () => useInvalidating(["providers"], ({ id, body }: { id: number; body: Schemas["PatchedProviderRequest"] }) =>
   unwrap(client.PATCH("/api/v1/providers/{id}/", { params: { path: { id } }, body })));
+export const useDeleteProvider = () => useInvalidating(["providers", "sites"], (id: number) =>
+  unwrap(client.DELETE("/api/v1/providers/{id}/", { params: { path: { id } } })));
+export const useUpdateSite = () => useInvalidating(["sites"], ({ id, body }: { id: number; body: Schemas["PatchedSiteRequest"] }) =>
+  unwrap(client.PATCH("/api/v1/sites/{id}/", { params: { path: { id } }, body })));
+export const useDeleteSite = () => useInvalidating(["sites"], (id: number) =>
+  unwrap(client.DELETE("/api/v1/sites/{id}/", { params: { path: { id } } })));
 export const useCreateSite = () => useInvalidating(["sites"], (body: SiteInput) => unwrap(client.POST("/api/v1/sites/", { body })));
 export const useCreateBaseline = () => useInvalidating(["baselines"], (body: BaselineInput) => unwrap(client.POST("/api/v1/baselines/", { body })));
+export const useUpdateBaseline = () => useInvalidating(["baselines"], ({ id, body }: { id: number; body: Schemas["PatchedBaselineRequest"] }) =>
+  unwrap(client.PATCH("/api/v1/baselines/{id}/", { params: { path: { id } }, body })));
 export const useDeleteBaseline = () => useInvalidating(["baselines"], (id: number) =>
   unwrap(client.DELETE("/api/v1/baselines/{id}/", { params: { path: { id } } })));
 export const useCreateBoundaryOverride = () => useInvalidating(["boundary-overrides", "nodes"], (body: BoundaryOverrideInput) =>
   unwrap(client.POST("/api/v1/boundary-overrides/", { body })));
+export const useUpdateBoundaryOverride = () => useInvalidating(["boundary-overrides", "nodes"],
+  ({ id, body }: { id: number; body: Schemas["PatchedBoundaryOverrideRequest"] }) =>
+    unwrap(client.PATCH("/api/v1/boundary-overrides/{id}/", { params: { path: { id } }, body })));
 export const useDeleteBoundaryOverride = () => useInvalidating(["boundary-overrides", "nodes"], (id: number) =>
   unwrap(client.DELETE("/api/v1/boundary-overrides/{id}/", { params: { path: { id } } })));

@@ -44,6 +44,7 @@ export function NodeHeader({ node, incident }: { node: Node; incident?: HeaderIn
         ) : (
           <>
             <span data-testid="support-contact-text">{node.provider_support_contact || t("triageList.noContact")}</span>
+            {node.site_support_contact ? <span data-testid="site-contact-text"> · {t("triageList.siteContact", { site: node.site_name, contact: node.site_support_contact })}</span> : null}
             <Can>
               <button type="button" className="btn btn--small" onClick={() => { setContact(node.provider_support_contact ?? ""); setEditing(true); }}>
                 {t("triageList.editContact")}

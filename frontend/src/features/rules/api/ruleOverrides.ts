@@ -25,6 +25,17 @@ export function useCreateRuleOverride() {
   });
 }
 
+/** PUT, not PATCH: the form sends the whole override, so a parameter taken out of the JSON is dropped (a PATCH
+ * merges the parameters it sends into the stored ones). */
+export function useUpdateRuleOverride() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: ({ id, body }: { id: number; body: RuleOverrideInput }) =>
+      unwrap(client.PUT("/api/v1/rule-overrides/{id}/", { params: { path: { id } }, body })),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: key }),
+  });
+}
+
 export function useDeleteRuleOverride() {
   const queryClient = useQueryClient();
   return useMutation({
