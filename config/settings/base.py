@@ -46,6 +46,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "fleet.core.api.http.APIInputGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Server-written texts (findings, triage, the rule catalogue) in the request's language (Accept-Language).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -109,7 +111,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# Without Accept-Language the API, tickets and integrations speak English; docs/api.md "Language".
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "fleet" / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
