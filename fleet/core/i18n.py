@@ -170,4 +170,6 @@ def _jsonable(value: Any):
         return value.as_json()
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, dict) and ("id" in value or "join" in value):
+        return value  # already a stored message
     return str(value)
