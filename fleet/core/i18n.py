@@ -61,13 +61,6 @@ class Msg:
     def __hash__(self) -> int:
         return hash(self.id)
 
-    def __add__(self, other: Any) -> Msg:
-        """`msg + " (more)"` and `msg + other_msg`: kept as a message (ids stay literals at the call site)."""
-        return Msg("{a}{b}", a=self, b=other)
-
-    def __radd__(self, other: Any) -> Msg:
-        return Msg("{a}{b}", a=other, b=self)
-
     def as_json(self) -> dict:
         data = {"id": self.id, "params": {k: _jsonable(v) for k, v in self.params.items()}}
         if self.cap:
@@ -75,14 +68,19 @@ class Msg:
         return data
 
 
+# Separators a `Join` translates (Chinese writes "；" and "、"); any other string separator stays as it is.
+SEPARATORS = ("; ", ", ")
+
+
 class Join:
-    """Texts joined by a separator ("; ", or `Msg(" and ")`), each rendered in the reader's language."""
+    """Texts joined by a separator ("; ", ", " or a message such as `Msg(" and ")`), each rendered in the
+    reader's language."""
 
     __slots__ = ("items", "sep")
 
     def __init__(self, items: list | tuple, sep: str | Msg = "; ") -> None:
         self.items = list(items)
-        self.sep = sep
+        self.sep = Msg.known(sep) if sep in SEPARATORS else sep
 
     def __str__(self) -> str:
         return _english(self.sep).join(_english(item) for item in self.items)

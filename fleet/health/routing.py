@@ -46,7 +46,7 @@ def _applicable_cell(layer: str, cells: dict):
 def _bare(remedy: str | Msg | dict) -> Msg:
     """The remedy as a message without its final full stop (it is set inside a sentence)."""
     if isinstance(remedy, dict):
-        remedy = Msg(remedy.get("id", ""), **(remedy.get("params") or {}))
+        remedy = Msg.known(remedy.get("id", ""), **(remedy.get("params") or {}))  # a stored message
     if isinstance(remedy, str):
         remedy = Msg.known(remedy.strip().rstrip(".")) if remedy.strip().rstrip(".") else None
     elif remedy.id.endswith(".") and not remedy.params:

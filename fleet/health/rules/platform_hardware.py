@@ -98,9 +98,9 @@ def _ecc_uncorrectable(row, node, params, ctx):
             remedy=Msg("{action}; the GPU stays usable", action=action),
             xid_policy_version=ctx.xid_version, values=values)
     return Observation(
-        summary=Msg("{gpu}: {errors} uncorrectable ECC error(s) since the last reset (uncontained)"
-                    if containment else "{gpu}: {errors} uncorrectable ECC error(s) since the last reset",
-                    gpu=gpu_label(row), errors=errors),
+        summary=Msg("{gpu}: {errors} uncorrectable ECC error(s) since the last reset (uncontained)",
+                    gpu=gpu_label(row), errors=errors) if containment else
+        Msg("{gpu}: {errors} uncorrectable ECC error(s) since the last reset", gpu=gpu_label(row), errors=errors),
         values=values)
 
 
