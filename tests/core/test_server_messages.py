@@ -93,6 +93,28 @@ def runtime_msgids() -> dict[str, str]:
         ids[label] = f"triage step {value}"
     for value, label in NvmlStatus.choices:
         ids[label] = f"NVML status {value}"
+    ids.update(xid_catalogue_msgids())
+    return ids
+
+
+def xid_catalogue_msgids() -> dict[str, str]:
+    """The seeded Xid policy texts as `policy_remedy` and the Xid summary use them: the meaning, and the
+    escalation whole or split into "repeated <scope> → <then>". An operator's edit has no translation and shows
+    as typed."""
+    from fleet.health.rules.xid import _REPEATED
+    from fleet_agent.xid import UNKNOWN_XID, XID_CATALOG
+
+    ids: dict[str, str] = {}
+    for code, entry in [*XID_CATALOG.items(), ("unknown", UNKNOWN_XID)]:
+        ids[entry["meaning"]] = f"Xid {code} meaning"
+        escalation = entry["escalation"].strip()
+        match = _REPEATED.search(escalation)
+        if match is None:
+            ids[escalation] = f"Xid {code} escalation"
+            continue
+        if match.group(1).strip():
+            ids[match.group(1).rstrip()] = f"Xid {code} escalation scope"
+        ids[match.group(2).strip()] = f"Xid {code} escalation action"
     return ids
 
 
