@@ -13,9 +13,12 @@ Texts an operator typed (notes, overrides) are never wrapped: they are not messa
 
 from __future__ import annotations
 
+import functools
 import string
+from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.utils import translation
 
 _FORMATTER = string.Formatter()
@@ -108,6 +111,18 @@ def as_json(value: Any) -> dict | None:
     if isinstance(value, str) and value:
         return Msg.known(value).as_json()
     return None
+
+
+def in_server_language(func: Callable) -> Callable:
+    """Run `func` in the server's LANGUAGE_CODE whatever the request asked for: what it writes is stored or sent
+    (tickets, webhooks, incident evidence), not shown to the reader of this request."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with translation.override(settings.LANGUAGE_CODE):
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 def render(data: Any, language: str | None = None, fallback: str = "") -> str:

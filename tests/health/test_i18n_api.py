@@ -177,3 +177,18 @@ def test_unchanged_content_in_another_cycle_is_seen_again_not_rewritten(fleet):
     finding.refresh_from_db()
     assert (finding.summary_msg, finding.action_msg, finding.evidence) == before
     assert finding.last_seen == T0 + timedelta(minutes=10)
+
+
+def test_ticket_content_stays_in_the_server_language_even_inside_a_chinese_request(fleet):
+    """Tickets and webhooks are written in LANGUAGE_CODE (English), whatever language is active while they are
+    built (a worker has none; an API call that triggers one may ask for Chinese)."""
+    from fleet.integrations.content import finding_content
+
+    finding = open_findings("tcp_retransmits", fleet["owned"]).get()
+    with translation.override("zh-hans"):
+        content = finding_content(finding=finding, event_kind="finding.opened", action="open", now=T0)
+        assert translation.get_language() == "zh-hans"  # restored afterwards
+    assert content["summary"] == finding.summary
+    assert content["evidence_text"].startswith(f"Evidence bundle (finding #{finding.pk})")
+    assert "next action: Ours to fix (host os on Bare metal, our own)" in content["evidence_text"]
+    assert content["evidence"]["finding"]["recommended_action"] == finding.recommended_action
