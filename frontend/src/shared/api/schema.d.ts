@@ -4349,7 +4349,8 @@ export interface components {
         LinkedFinding: {
             id: number;
             rule: string;
-            summary: string;
+            /** @description In the request's language (Accept-Language) */
+            readonly summary: string;
             state: string;
             severity: string;
             node: number;
