@@ -86,7 +86,7 @@ class Join:
         self.sep = Msg.known(sep) if sep in SEPARATORS else sep
 
     def __str__(self) -> str:
-        return _english(self.sep).join(_english(item) for item in self.items)
+        return str(_english(self.sep)).join(str(_english(item)) for item in self.items)
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -147,7 +147,7 @@ def _render(value: Any) -> str:
         translated = translation.gettext(template) if template else template
         return _cap(_format(translated, rendered, template), bool(value.get("cap")))
     if isinstance(value, dict) and "join" in value:
-        return _render(value["join"]).join(_render(item) for item in value.get("items") or [])
+        return str(_render(value["join"])).join(str(_render(item)) for item in value.get("items") or [])
     return _english(value)
 
 

@@ -115,3 +115,9 @@ def test_non_json_params_are_stored_as_text():
 def test_placeholders():
     assert placeholders("{a} and {b:.1f} and {a}") == {"a", "b"}
     assert placeholders("no fields") == set()
+
+
+def test_a_join_of_numbers_and_an_operator_text_with_braces_never_raise():
+    assert render(Join([1, 2.5, "x"], ", "), "zh-hans") == "1、2.5、x"
+    assert str(Join([1, 2])) == "1; 2"
+    assert render(Msg.known("uses {0.__class__} and { braces"), "zh-hans") == "uses {0.__class__} and { braces"
