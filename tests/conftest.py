@@ -73,6 +73,11 @@ def _clear_cache():
 
     partitions.forget()
     yield
+    # The test client runs requests in this thread: LocaleMiddleware leaves the last request's language active
+    # (a server activates it anew per request), so the next test starts from the server's language again.
+    from django.utils import translation
+
+    translation.deactivate()
 
 
 @pytest.fixture

@@ -46,6 +46,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "fleet.core.api.http.APIInputGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Server-written texts (findings, triage, the rule catalogue) in the request's language (Accept-Language).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -112,7 +114,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # How long an admin-issued password reset link works (Django's signed, single-use token; docs/security.md).
 PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT_S", 24 * 3600)
 
-LANGUAGE_CODE = "en-us"
+# Without Accept-Language the API, tickets and integrations speak English (docs/health.md, "Server texts…").
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "fleet" / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

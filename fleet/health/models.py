@@ -99,6 +99,8 @@ class HealthCondition(models.Model):
     first_true_at = models.DateTimeField()
     first_false_at = models.DateTimeField(null=True, blank=True)
     summary = models.CharField(max_length=500, blank=True)
+    summary_msg = models.JSONField(null=True, blank=True,
+                                   help_text='The summary as a message: {"id": template, "params": {...}}')
 
     class Meta:
         constraints = [
@@ -121,12 +123,15 @@ class Finding(models.Model):
     step = models.CharField(max_length=24, choices=TriageStep.choices)
     layer = models.CharField(max_length=16, choices=Layer.choices)
     severity = models.CharField(max_length=16, choices=Severity.choices)
-    summary = models.CharField(max_length=500)
+    summary = models.CharField(max_length=500, help_text="In English (search, tickets, integrations)")
+    # The same texts as messages ({"id": template, "params": {...}}), rendered in the reader's language by the API.
+    summary_msg = models.JSONField(null=True, blank=True)
     responsible_party = models.CharField(max_length=16, choices=Owner.choices)
     responsibility_source = models.CharField(max_length=16, blank=True,
                                              help_text="Where the boundary cell came from: default, provider, node")
     action_kind = models.CharField(max_length=24, choices=ActionKind.choices)
     recommended_action = models.TextField()
+    action_msg = models.JSONField(null=True, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
     xid_policy_version = models.PositiveIntegerField(null=True, blank=True)
     first_seen = models.DateTimeField(help_text="When the condition was first observed")

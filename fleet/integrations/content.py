@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
+from fleet.core.i18n import in_server_language
 from fleet.health.choices import ActionKind, CheckStatus, XidAction
 from fleet.health.models import Finding
 from fleet.health.selectors.evidence import finding_evidence
@@ -157,6 +158,7 @@ def _finding_facts(finding: Finding, bundle: dict) -> dict:
     }
 
 
+@in_server_language
 def finding_content(*, finding: Finding, event_kind: str, action: str, now: datetime | None = None) -> dict:
     """The content of a message about one finding."""
     now = now or timezone.now()

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.dispatch import receiver
 from django.utils import timezone
 
+from fleet.core.i18n import in_server_language
 from fleet.health.models import Finding
 from fleet.health.selectors.evidence import node_evidence
 from fleet.health.selectors.evidence_text import evidence_text
@@ -170,6 +171,7 @@ def _step_line(incident: Incident, step_index: int | None) -> str:
     return text + (f": {run.message}" if run.message else "")
 
 
+@in_server_language
 def incident_content(message: OutboxMessage, now: datetime) -> dict:
     from fleet.remediation.services.incidents import step_facts
 

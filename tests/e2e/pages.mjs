@@ -42,6 +42,15 @@ const TEXT = {
   "zh-CN": { trends: "集群趋势", billing: "账单与成本", providers: "供应商与站点", baselines: "基线",
     overrides: "覆盖配置", audit: "审计日志", users: "用户与角色", charts: "图表", menu: "菜单", nav: "趋势" },
 };
+// Texts the server writes (fleet/locale/zh_Hans), asked for in the console's language.
+const SERVER_TEXT = {
+  en: { headline: /^Step \d — .+ — owner: /, next: "Next", action: /reboot the machine/,
+    summary: /Xid 79 on GPU \d+: GPU has fallen off the bus \(\d+× since \d\d:\d\d:\d\d UTC\) — first action: reboot the machine/,
+    rules: "Rules", ruleTitles: ["Xid error", "NVML unavailable", "GPU memory nearly full"] },
+  "zh-CN": { headline: /^第 \d 步 — .+ — 责任方：/, next: "下一步", action: /^下一步: .*重启机器/,
+    summary: /GPU \d+ 上出现 Xid 79：GPU 已掉出总线（自 \d\d:\d\d:\d\d UTC 起 \d+ 次）— 首要操作：重启机器/,
+    rules: "规则", ruleTitles: ["Xid 错误", "NVML 不可用", "GPU 显存即将用满"] },
+};
 const PAGES = [
   ["trends", "/trends?range=7d", "trends-page"],
   ["billing", "/billing", "billing-page"],
@@ -171,6 +180,30 @@ try {
       }
       check(await noPageOverflow(), `${tag}: the node page fits the screen width`);
       await shot(`${tag}-node-charts`);
+
+      // Server-written texts in the console's language (the API client sends Accept-Language): the triage
+      // headline and the next action on the node page, a finding's summary, the rule catalogue's titles.
+      const server = SERVER_TEXT[language];
+      const headline = (await page.getByTestId("triage-headline").innerText()).trim();
+      check(server.headline.test(headline), `${tag}: the triage headline is the server's, in ${language} (${headline})`);
+      const nextAction = page.locator(".checklist__findings .small").filter({ hasText: server.next }).first();
+      await nextAction.waitFor();
+      const action = (await nextAction.innerText()).trim();
+      check(server.action.test(action), `${tag}: the recommended action is in ${language} (${action})`);
+      await page.goto(`${BASE}/findings?node=${id}`);
+      await page.getByTestId("finding-row").first().waitFor();
+      const rows = await page.$$eval('[data-testid="finding-row"]', (all) => all.map((r) => r.textContent.replace(/\s+/g, " ")));
+      check(rows.some((row) => server.summary.test(row)), `${tag}: the Xid finding's summary is in ${language}`);
+      check(await noPageOverflow(), `${tag}: the findings page fits the screen width`);
+      await shot(`${tag}-findings`);
+      await page.goto(`${BASE}/rules`);
+      await page.getByRole("heading", { level: 1, name: server.rules }).waitFor();
+      for (const title of server.ruleTitles) {
+        await page.locator("strong", { hasText: title }).first().waitFor();
+      }
+      check(true, `${tag}: the rule catalogue's titles are in ${language} (${server.ruleTitles.join(", ")})`);
+      check(await noPageOverflow(), `${tag}: the rules page fits the screen width`);
+      await shot(`${tag}-rules`);
 
       if (label === "390") {
         // The navigation folds behind the menu button and opens on demand.

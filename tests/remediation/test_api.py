@@ -68,6 +68,10 @@ def test_incident_detail_shows_the_boundary_row_policy_plan_and_findings(viewer_
     assert detail["plan"][0]["current"] and detail["plan"][0]["status"] == "pending"
     assert detail["findings"][0]["rule"] == "xid" and detail["findings"][0]["trigger"]
     assert detail["workflow"] == "owned-reboot" and detail["cause"] == "xid:79"
+    finding = Finding.objects.get(pk=detail["findings"][0]["id"])
+    assert detail["findings"][0]["summary"] == finding.summary
+    chinese = viewer_api.get(f"/api/v1/incidents/{incident.pk}/", HTTP_ACCEPT_LANGUAGE="zh-CN").json()
+    assert "上出现 Xid 79：GPU 已掉出总线" in chinese["findings"][0]["summary"]  # the request's language
     timeline = viewer_api.get(f"/api/v1/incidents/{incident.pk}/timeline/").json()
     assert [entry["kind"] for entry in timeline] == ["opened", "started"]
     assert "policy #70" in timeline[0]["message"]

@@ -6,11 +6,26 @@ from fleet.inventory.models import Pool
 from ..choices import CheckStatus, Scope, TriageStep, step_number
 from ..models import MAX_DURATION_S, Finding, Rule, RuleOverride, XidPolicy
 from ..rules.catalog import RULES_BY_SLUG
+from ..texts import catalogue_text, evidence_rendered, finding_action, finding_summary
+
+
+class _TextField(serializers.CharField):
+    """A read-only string rendered per request in its language (Accept-Language; English by default)."""
+
+    def __init__(self, render, **kwargs):
+        self._render = render
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, instance):
+        return self._render(instance)
 
 
 class FindingSerializer(serializers.ModelSerializer):
     rule = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    rule_title = serializers.CharField(source="rule.title", read_only=True)
+    rule_title = _TextField(lambda finding: catalogue_text(finding.rule.title))
+    summary = _TextField(finding_summary, help_text="In the request's language (Accept-Language; default English)")
+    recommended_action = _TextField(finding_action,
+                                    help_text="In the request's language (Accept-Language; default English)")
     hostname = serializers.CharField(source="node.hostname", read_only=True)
     pool = serializers.IntegerField(source="node.pool_id", read_only=True, allow_null=True)
     gpu_index = serializers.IntegerField(source="gpu.index", read_only=True, allow_null=True, default=None)
@@ -35,9 +50,15 @@ class FindingSerializer(serializers.ModelSerializer):
 
 
 class FindingDetailSerializer(FindingSerializer):
+    evidence = serializers.SerializerMethodField()
+
     class Meta(FindingSerializer.Meta):
         fields = [*FindingSerializer.Meta.fields, "evidence"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.JSONField())
+    def get_evidence(self, finding) -> dict:
+        return evidence_rendered(finding.evidence)
 
 
 class ParamSpecSerializer(serializers.Serializer):
@@ -81,7 +102,13 @@ class RuleSerializer(serializers.ModelSerializer):
     @extend_schema_field(ParamSpecSerializer(many=True))
     def get_param_specs(self, rule) -> list[dict]:
         definition = RULES_BY_SLUG.get(rule.slug)
-        return [p.describe() for p in definition.params] if definition else []
+        return [{**p.describe(), "help": catalogue_text(p.help)} for p in definition.params] if definition else []
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        # The catalogue's texts follow the code; the English is the message id (fleet/locale).
+        data["title"], data["description"] = catalogue_text(data["title"]), catalogue_text(data["description"])
+        return data
 
     def validate_params(self, value):
         cleaned = _check_params(self.instance, value)

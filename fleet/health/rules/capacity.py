@@ -2,6 +2,7 @@
 
 from django.db.models import F, Q
 
+from fleet.core.i18n import Join, Msg
 from fleet.inventory.choices import Layer
 
 from ..choices import Severity, TriageStep
@@ -22,8 +23,9 @@ def _memory_pressure(row, node, params):
     if used_pct <= params["threshold_pct"]:
         return None
     return Observation(
-        summary=f"{gpu_label(row)} memory {used_pct:.1f} % used ({used / GIB:.1f} of {total / GIB:.1f} GiB; "
-                f"threshold {params['threshold_pct']:g} %) — out-of-memory risk",
+        summary=Msg("{gpu} memory {used_pct:.1f} % used ({used_gib:.1f} of {total_gib:.1f} GiB; "
+                    "threshold {threshold_pct:g} %) — out-of-memory risk", gpu=gpu_label(row), used_pct=used_pct,
+                    used_gib=used / GIB, total_gib=total / GIB, threshold_pct=params["threshold_pct"]),
         values={"memory_used_bytes": used, "memory_total_bytes": total, "memory_used_pct": round(used_pct, 2),
                 "threshold_pct": params["threshold_pct"]})
 
@@ -43,8 +45,10 @@ def _residual_processes(row, node, params):
     pids = [p.get("pid") for p in row.get("processes") or [] if isinstance(p, dict)]
     shown = ", ".join(str(pid) for pid in pids[:8]) + (" …" if len(pids) > 8 else "")
     return Observation(
-        summary=f"{gpu_label(row)}: {count} process(es) hold {memory / GIB:.1f} GiB at {util:.0f} % utilisation"
-                + (f" (pids {shown})" if shown else ""),
+        summary=(Msg("{gpu}: {count} process(es) hold {memory_gib:.1f} GiB at {util:.0f} % utilisation (pids {pids})",
+                     gpu=gpu_label(row), count=count, memory_gib=memory / GIB, util=util, pids=shown) if shown else
+                 Msg("{gpu}: {count} process(es) hold {memory_gib:.1f} GiB at {util:.0f} % utilisation",
+                     gpu=gpu_label(row), count=count, memory_gib=memory / GIB, util=util)),
         values={"process_count": count, "process_memory_bytes": memory, "utilization_gpu_pct": util,
                 "processes": (row.get("processes") or [])[:16]})
 
@@ -62,8 +66,8 @@ def _pipeline_bottleneck(node, params, ctx):
     if util >= params["gpu_util_pct"]:
         return []
     return [Observation(
-        summary=f"GPUs average {util:.0f} % busy while the CPU is {cpu:.0f} % busy — the input pipeline "
-                f"(data loading, preprocessing) is the bottleneck, not the GPU",
+        summary=Msg("GPUs average {util:.0f} % busy while the CPU is {cpu:.0f} % busy — the input pipeline "
+                    "(data loading, preprocessing) is the bottleneck, not the GPU", util=util, cpu=cpu),
         values={"gpu_util_avg_pct": round(util, 1), "cpu_busy_pct": cpu, "load1": status.get("load1"),
                 "thresholds": {"gpu_util_pct": params["gpu_util_pct"], "cpu_busy_pct": params["cpu_busy_pct"]}})]
 
@@ -77,12 +81,14 @@ def _disk_io_wait(node, params, ctx):
         return None
     reasons = []
     if iowait is not None and iowait > params["iowait_pct"]:
-        reasons.append(f"CPU I/O wait {iowait:.1f} % (threshold {params['iowait_pct']:g} %)")
+        reasons.append(Msg("CPU I/O wait {iowait:.1f} % (threshold {threshold:g} %)", iowait=iowait,
+                           threshold=params["iowait_pct"]))
     if await_ms is not None and await_ms > params["await_ms"]:
-        reasons.append(f"disk await {await_ms:.0f} ms (threshold {params['await_ms']:g} ms)")
+        reasons.append(Msg("disk await {await_ms:.0f} ms (threshold {threshold:g} ms)", await_ms=await_ms,
+                           threshold=params["await_ms"]))
     if not reasons:
         return []
-    return [Observation(summary="High disk I/O wait: " + "; ".join(reasons),
+    return [Observation(summary=Msg("High disk I/O wait: {reasons}", reasons=Join(reasons)),
                         values={"cpu_iowait_pct": iowait, "disk_await_ms_max": await_ms,
                                 "disk_util_pct_max": status.get("disk_util_pct_max")})]
 
@@ -95,7 +101,8 @@ def _tcp_retransmits(node, params, ctx):
     if retrans <= params["threshold_pct"]:
         return []
     return [Observation(
-        summary=f"TCP retransmits {retrans:.2f} % of sent segments (threshold {params['threshold_pct']:g} %)",
+        summary=Msg("TCP retransmits {retrans:.2f} % of sent segments (threshold {threshold_pct:g} %)",
+                    retrans=retrans, threshold_pct=params["threshold_pct"]),
         values={"tcp_retrans_pct": retrans, "threshold_pct": params["threshold_pct"]})]
 
 

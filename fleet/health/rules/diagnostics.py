@@ -19,6 +19,7 @@ import json
 import re
 from datetime import timedelta
 
+from fleet.core.i18n import Msg
 from fleet.inventory.choices import Layer
 from fleet.telemetry.choices import EventKind
 
@@ -28,7 +29,7 @@ from .base import Observation, Param, node_rule
 HARDWARE_CATEGORIES = frozenset({"hardware", "integration", "stress", "performance"})
 # Deployment checks that look at the part rather than the node's software.
 _PART_CHECK = re.compile(r"page retire|row remap|remapp|inforom|retired pages|ecc", re.IGNORECASE)
-_LEVEL_NAMES = {1: "quick (r1)", 2: "medium (r2)", 3: "long (r3)"}
+_LEVEL_NAMES = {1: Msg("quick (r1)"), 2: Msg("medium (r2)"), 3: Msg("long (r3)")}
 
 
 def _summary(event) -> dict | None:
@@ -102,19 +103,21 @@ def _dcgm_diag_failed(node, params, ctx):
     for subject, failure in standing.items():
         hardware = _is_hardware(failure["category"], failure["test"], failure["warning"])
         identity, index = failure["identity"], failure["index"]
-        where = f"GPU {index}" if index is not None else "the node"
+        where = f"GPU {index}" if index is not None else Msg("the node")
         level = failure["event"].code
         detail = f": {failure['warning']}" if failure["warning"] else ""
         if hardware:
-            remedy = (f"take {where} out of service: DCGM's {failure['test']} test fails on the part; run level 3 to "
-                      "confirm if this was level 1 or 2, then RMA / replace the GPU with the diagnostic's JSON "
-                      "attached (cloud: ask the provider for a replacement)")
+            remedy = Msg("take {where} out of service: DCGM's {test} test fails on the part; run level 3 to "
+                         "confirm if this was level 1 or 2, then RMA / replace the GPU with the diagnostic's JSON "
+                         "attached (cloud: ask the provider for a replacement)", where=where, test=failure["test"])
         else:
-            remedy = (f"fix the node configuration DCGM's {failure['test']} check names{detail[:120]} (e.g. enable "
-                      "persistence mode: nvidia-smi -pm 1), then run the diagnostic again")
+            remedy = Msg("fix the node configuration DCGM's {test} check names{detail} (e.g. enable "
+                         "persistence mode: nvidia-smi -pm 1), then run the diagnostic again", test=failure["test"],
+                         detail=detail[:120])
         found.append(Observation(
-            summary=(f"DCGM diagnostic level {level} ({_LEVEL_NAMES.get(level, level)}): test '{failure['test']}' "
-                     f"failed on {where}{detail}")[:500],
+            summary=Msg("DCGM diagnostic level {level} ({level_name}): test '{test}' failed on {where}{detail}",
+                        level=level, level_name=_LEVEL_NAMES.get(level, level), test=failure["test"], where=where,
+                        detail=detail[:400]),
             subject=subject, gpu_id=identity.id if identity else None, since=failure["since"],
             severity=Severity.CRITICAL if hardware else Severity.WARNING,
             layer=Layer.HARDWARE if hardware else Layer.GPU_DRIVER,

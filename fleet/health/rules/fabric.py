@@ -15,6 +15,7 @@ an empty digest (an agent older than these checks) is "cannot tell". Rules sit i
 
 from functools import lru_cache
 
+from fleet.core.i18n import Join, Msg
 from fleet.inventory.choices import Layer
 
 from ..choices import Severity, TriageStep
@@ -55,12 +56,15 @@ def _gpu_values(gpu: dict) -> dict:
     return {"gpu_index": gpu.get("index"), "pci_bus_id": gpu.get("bus")}
 
 
-def _gpu_observation(node, gpu: dict, summary: str, values: dict, **kwargs) -> Observation:
+def _gpu_observation(node, gpu: dict, summary: Msg, values: dict, **kwargs) -> Observation:
     subject, identity = node.gpu_ref(None, gpu.get("bus"))
     if identity is not None:
         values = {**values, "gpu_uuid": identity.uuid}
-    return Observation(summary=summary[:500], subject=subject, gpu_id=identity.id if identity else None,
+    return Observation(summary=summary, subject=subject, gpu_id=identity.id if identity else None,
                        values={**_gpu_values(gpu), **values}, **kwargs)
+
+
+_ECC_CHANGES = {"enable": Msg("enable"), "disable": Msg("disable")}
 
 
 def _indices(gpus: list[dict]) -> str:
@@ -82,10 +86,11 @@ def _missing_from_nvml(node, params, ctx):
     found = []
     for bus in missing:
         unbound = bus in pci["unbound"]
-        why = "no driver is bound to it (the nvidia driver failed to probe it)" if unbound else \
-            "the driver holds it but could not bring it up"
+        why = Msg("no driver is bound to it (the nvidia driver failed to probe it)") if unbound else \
+            Msg("the driver holds it but could not bring it up")
         found.append(Observation(
-            summary=f"GPU at {bus} is on the PCI bus but NVML does not see it: {why}", subject=f"pci:{bus}",
+            summary=Msg("GPU at {bus} is on the PCI bus but NVML does not see it: {why}", bus=bus, why=why),
+            subject=f"pci:{bus}",
             values={"pci_bus_id": bus, "driver_bound": not unbound, "pci_gpu_count": pci["gpus"],
                     "nvml_gpu_count": node.status.get("gpu_count_seen")}))
     return found
@@ -109,19 +114,19 @@ def _fabric_manager(node, params, ctx):
     unregistered = [g for g in registering if g["fabric"] != "completed" or g.get("fabric_status")]
     problems = []
     if manager is not None and not manager.get("installed") and nvswitches:
-        problems.append("the fabric manager (nvidia-fabricmanager) is not installed")
+        problems.append(Msg("the fabric manager (nvidia-fabricmanager) is not installed"))
     elif manager is not None and not manager.get("running"):
-        problems.append("the fabric manager (nv-fabricmanager) is not running")
+        problems.append(Msg("the fabric manager (nv-fabricmanager) is not running"))
     if unregistered:
         states = sorted({g["fabric"] for g in unregistered})
-        problems.append(f"GPU(s) {_indices(unregistered)} not registered with the NVSwitch fabric "
-                        f"(state {', '.join(states)})")
+        problems.append(Msg("GPU(s) {gpus} not registered with the NVSwitch fabric (state {states})",
+                            gpus=_indices(unregistered), states=", ".join(states)))
     if not problems:
         return []
-    where = f"{nvswitches} NVSwitch(es)" if nvswitches else "an NVSwitch fabric"
+    where = Msg("{count} NVSwitch(es)", count=nvswitches) if nvswitches else Msg("an NVSwitch fabric")
     return [Observation(
-        summary=f"NVSwitch system ({where}) but {'; '.join(problems)} — CUDA fails with 'system not yet "
-                f"initialized' and NVLink peer traffic is unavailable"[:500],
+        summary=Msg("NVSwitch system ({where}) but {problems} — CUDA fails with 'system not yet "
+                    "initialized' and NVLink peer traffic is unavailable", where=where, problems=Join(problems)),
         values={"nvswitches": nvswitches, "fabric_manager": manager,
                 "unregistered_gpus": [{"gpu_index": g.get("index"), "state": g["fabric"],
                                        "status": g.get("fabric_status")} for g in unregistered]})]
@@ -138,13 +143,13 @@ def _imex(node, params, ctx):
         return []
     problems = []
     if not imex.get("running"):
-        problems.append("the IMEX daemon (nvidia-imex) is not running")
+        problems.append(Msg("the IMEX daemon (nvidia-imex) is not running"))
     if not imex.get("channels"):
-        problems.append("no IMEX channel device (/dev/nvidia-caps-imex-channels/channel*)")
+        problems.append(Msg("no IMEX channel device (/dev/nvidia-caps-imex-channels/channel*)"))
     if not problems:
         return []
-    return [Observation(summary=f"IMEX is configured but {' and '.join(problems)} — multi-node NVLink jobs "
-                                f"cannot share GPU memory", values=dict(imex))]
+    return [Observation(summary=Msg("IMEX is configured but {problems} — multi-node NVLink jobs cannot share GPU "
+                                    "memory", problems=Join(problems, Msg(" and "))), values=dict(imex))]
 
 
 def _persistence_off(node, params, ctx):
@@ -160,8 +165,8 @@ def _persistence_off(node, params, ctx):
     if not off:
         return []
     return [Observation(
-        summary=f"Persistence mode is off on data-center GPU(s) {_indices(off)}: the driver tears down and "
-                f"re-initialises the GPU between jobs (slow starts, lost state)",
+        summary=Msg("Persistence mode is off on data-center GPU(s) {gpus}: the driver tears down and "
+                    "re-initialises the GPU between jobs (slow starts, lost state)", gpus=_indices(off)),
         values={"gpus": [_gpu_values(g) for g in off], "gpu_count": len(known)})]
 
 
@@ -178,15 +183,16 @@ def _ecc_mode(node, params, ctx):
     pending = [g for g in known if g["ecc"][0] != g["ecc"][1]]
     problems = []
     if disabled:
-        problems.append(f"ECC is disabled on data-center GPU(s) {_indices(disabled)}: memory errors go "
-                        f"undetected and corrupt results silently")
+        problems.append(Msg("ECC is disabled on data-center GPU(s) {gpus}: memory errors go "
+                            "undetected and corrupt results silently", gpus=_indices(disabled)))
     if pending:
         changes = sorted({"enable" if g["ecc"][1] else "disable" for g in pending})
-        problems.append(f"an ECC mode change ({'/'.join(changes)}) is pending on GPU(s) {_indices(pending)} "
-                        f"until the GPU is reset or the node rebooted")
+        problems.append(Msg("an ECC mode change ({changes}) is pending on GPU(s) {gpus} "
+                            "until the GPU is reset or the node rebooted",
+                            changes=Join([_ECC_CHANGES[c] for c in changes], "/"), gpus=_indices(pending)))
     if not problems:
         return []
-    return [Observation(summary="; ".join(problems)[:500],
+    return [Observation(summary=Join(problems),
                         values={"disabled": [_gpu_values(g) for g in disabled],
                                 "pending": [{**_gpu_values(g), "current": g["ecc"][0], "pending": g["ecc"][1]}
                                             for g in pending]})]
@@ -205,13 +211,15 @@ def _mig_mode(node, params, ctx):
     pending = [g for g in known if g["mig"][0] != g["mig"][1]]
     problems = []
     if wrong:
-        problems.append(f"MIG is {'disabled' if expected else 'enabled'} on GPU(s) {_indices(wrong)} but the "
-                        f"baseline pins it {pin}")
+        problems.append(Msg("MIG is {state} on GPU(s) {gpus} but the baseline pins it {pin}",
+                            state=Msg("disabled") if expected else Msg("enabled"), gpus=_indices(wrong),
+                            pin=Msg("enabled") if expected else Msg("disabled")))
     if pending:
-        problems.append(f"a MIG mode change is pending on GPU(s) {_indices(pending)} until the GPU is reset")
+        problems.append(Msg("a MIG mode change is pending on GPU(s) {gpus} until the GPU is reset",
+                            gpus=_indices(pending)))
     if not problems:
         return []
-    return [Observation(summary="; ".join(problems)[:500],
+    return [Observation(summary=Join(problems),
                         values={"baseline_mig_mode": pin or None,
                                 "mismatched": [{**_gpu_values(g), "current": g["mig"][0]} for g in wrong],
                                 "pending": [{**_gpu_values(g), "current": g["mig"][0], "pending": g["mig"][1]}
@@ -233,14 +241,15 @@ def _gsp_drift(node, params, ctx):
         off = [g for g in known if g["gsp"] != pinned]
         if not off:
             return []
-        found = ", ".join(f"{v} on GPU(s) {_indices(gs)}" for v, gs in sorted(versions.items()) if v != pinned)
-        summary = f"GSP firmware differs from the baseline {pinned}: {found}"
+        found = Join([Msg("{version} on GPU(s) {gpus}", version=v, gpus=_indices(gs))
+                      for v, gs in sorted(versions.items()) if v != pinned], ", ")
+        summary = Msg("GSP firmware differs from the baseline {pinned}: {found}", pinned=pinned, found=found)
     elif len(versions) > 1:
-        summary = "GSP firmware differs between the GPUs of this node: " + "; ".join(
-            f"{v} on GPU(s) {_indices(gs)}" for v, gs in sorted(versions.items()))
+        summary = Msg("GSP firmware differs between the GPUs of this node: {found}", found=Join(
+            [Msg("{version} on GPU(s) {gpus}", version=v, gpus=_indices(gs)) for v, gs in sorted(versions.items())]))
     else:
         return []
-    return [Observation(summary=summary[:500], values={"baseline": pinned or None,
+    return [Observation(summary=summary, values={"baseline": pinned or None,
                                                        "versions": {v: [g.get("index") for g in gs]
                                                                     for v, gs in versions.items()}})]
 
@@ -259,8 +268,9 @@ def _nvlink_down(node, params, ctx):
         links = gpu.get("nvlink_down") or []
         if links:
             found.append(_gpu_observation(
-                node, gpu, f"GPU {gpu.get('index')}: NVLink link(s) {', '.join(map(str, links))} inactive while the "
-                           f"others are up — peer bandwidth lost, NCCL may fall back or hang",
+                node, gpu, Msg("GPU {index}: NVLink link(s) {links} inactive while the others are up — peer "
+                               "bandwidth lost, NCCL may fall back or hang", index=gpu.get("index"),
+                               links=", ".join(map(str, links))),
                 {"links_down": links}))
     return found
 
@@ -279,19 +289,21 @@ def _nvlink_errors(node, params, ctx):
             crc = (growth.get("crc_flit") or 0) + (growth.get("crc_data") or 0)
             reasons = []
             if (growth.get("recovery") or 0) >= params["recovery_errors"]:
-                reasons.append(f"{growth['recovery']} recovery")
+                reasons.append(Msg("{count} recovery", count=growth["recovery"]))
             if (growth.get("replay") or 0) >= params["replay_errors"]:
-                reasons.append(f"{growth['replay']} replay")
+                reasons.append(Msg("{count} replay", count=growth["replay"]))
             if crc >= params["crc_errors"]:
-                reasons.append(f"{crc} CRC")
+                reasons.append(Msg("{count} CRC", count=crc))
             if reasons:
                 bad[link] = (reasons, growth)
         if not bad:
             continue
         recovery = any((growth.get("recovery") or 0) >= params["recovery_errors"] for _, growth in bad.values())
-        described = "; ".join(f"link {link}: {', '.join(reasons)}" for link, (reasons, _) in sorted(bad.items()))
+        described = Join([Msg("link {link}: {reasons}", link=link, reasons=Join(reasons, ", "))
+                          for link, (reasons, _) in sorted(bad.items())])
         found.append(_gpu_observation(
-            node, gpu, f"GPU {gpu.get('index')}: NVLink errors in the last {window / 60:.0f} min ({described})",
+            node, gpu, Msg("GPU {index}: NVLink errors in the last {minutes:.0f} min ({described})",
+                           index=gpu.get("index"), minutes=window / 60, described=described),
             {"links": {link: growth for link, (_, growth) in bad.items()}, "window_s": window},
             severity=Severity.CRITICAL if recovery else None))
     return found
@@ -327,10 +339,12 @@ def _ib_port_down(node, params, ctx):
         flapped = (port.get("growth") or {}).get("link_downed")
         if not (short or port.get("was_active") or flapped or port.get("phys_state") == "LinkErrorRecovery"):
             continue  # an unused port (not cabled) is not a fault unless the baseline counts it
-        why = f"{active} of {expected} expected ports active" if short else "it was up before"
+        why = Msg("{active} of {expected} expected ports active", active=active, expected=expected) if short \
+            else Msg("it was up before")
         found.append(Observation(
-            summary=f"{port['name']} ({port.get('link_layer') or 'RDMA'}) is down: state {port.get('state')}, "
-                    f"physical {port.get('phys_state')} — {why}",
+            summary=Msg("{port} ({link_layer}) is down: state {state}, physical {phys_state} — {why}",
+                        port=port["name"], link_layer=port.get("link_layer") or "RDMA", state=port.get("state"),
+                        phys_state=port.get("phys_state"), why=why),
             subject=f"ib:{port['name']}",
             values={"port": port["name"], "state": port.get("state"), "phys_state": port.get("phys_state"),
                     "active_ports": active, "expected_ports": expected, "link_downed_recent": flapped}))
@@ -358,7 +372,7 @@ def _ib_port_degraded(node, params, ctx):
         problems = []
         rate = port.get("rate_gbps")
         if rate and expected and rate < expected:
-            problems.append(f"rate {rate:g} Gb/s of {expected:g} Gb/s")
+            problems.append(Msg("rate {rate:g} Gb/s of {expected:g} Gb/s", rate=rate, expected=expected))
         growth = port.get("growth") or {}
         for counter, param in (("symbol_error", "symbol_errors"), ("link_error_recovery", "link_recoveries"),
                                ("port_rcv_errors", "receive_errors"), ("link_downed", "link_downs")):
@@ -366,8 +380,9 @@ def _ib_port_degraded(node, params, ctx):
                 problems.append(f"{growth[counter]} {counter.replace('_', ' ')}")
         if problems:
             found.append(Observation(
-                summary=f"{port['name']} ({port.get('link_layer') or 'RDMA'}) degraded: {'; '.join(problems)} "
-                        f"(last {window / 60:.0f} min)",
+                summary=Msg("{port} ({link_layer}) degraded: {problems} (last {minutes:.0f} min)",
+                            port=port["name"], link_layer=port.get("link_layer") or "RDMA", problems=Join(problems),
+                            minutes=window / 60),
                 subject=f"ib:{port['name']}",
                 values={"port": port["name"], "rate_gbps": rate, "expected_rate_gbps": expected,
                         "rate_source": "baseline" if pinned else "fastest port", "errors": growth,

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from django.utils.dateparse import parse_datetime
 
+from fleet.core.i18n import Join, Msg
 from fleet.inventory.choices import Layer
 
 from ..choices import Severity, TriageStep
@@ -46,16 +47,17 @@ def _host_memory_exhausted(node, params, ctx):
     reasons = []
     available_pct = 100.0 * available / total if available is not None and total else None
     if available_pct is not None and available_pct < params["available_pct"]:
-        reasons.append(f"{available / GIB:.1f} GiB available of {total / GIB:.0f} GiB ({available_pct:.1f} %, "
-                       f"threshold {params['available_pct']:g} %)")
+        reasons.append(Msg("{available_gib:.1f} GiB available of {total_gib:.0f} GiB ({available_pct:.1f} %, "
+                           "threshold {threshold:g} %)", available_gib=available / GIB, total_gib=total / GIB,
+                           available_pct=available_pct, threshold=params["available_pct"]))
     if full is not None and full >= params["psi_full_avg10"]:
-        reasons.append(f"all tasks stalled on memory {full:.0f} % of the last 10 s (PSI memory full, threshold "
-                       f"{params['psi_full_avg10']:g} %)")
+        reasons.append(Msg("all tasks stalled on memory {full:.0f} % of the last 10 s (PSI memory full, threshold "
+                           "{threshold:g} %)", full=full, threshold=params["psi_full_avg10"]))
     if not reasons:
         return []
     return [Observation(
-        summary="Host memory exhausted: " + "; ".join(reasons) + " — the kernel is reclaiming and the OOM killer "
-                "is next",
+        summary=Msg("Host memory exhausted: {reasons} — the kernel is reclaiming and the OOM killer is next",
+                    reasons=Join(reasons)),
         values={"mem_available_bytes": available, "mem_total_bytes": total,
                 "mem_available_pct": round(available_pct, 2) if available_pct is not None else None,
                 "psi_memory_some_avg10": some, "psi_memory_full_avg10": full,
@@ -87,10 +89,11 @@ def _oom_kill(node, params, ctx):
         return []
     total, available = system.get("mem_total_bytes"), system.get("mem_available_bytes")
     return [Observation(
-        summary=f"The kernel's OOM killer killed processes {age / 60:.0f} min ago"
-                + (f" ({system['oom_kills']} in the last report interval)" if system.get("oom_kills") else "")
-                + " — host memory (or a container's memory limit) ran out; a training process or data loader may "
-                  "be gone",
+        summary=Msg("The kernel's OOM killer killed processes {minutes:.0f} min ago{count} — host memory (or a "
+                    "container's memory limit) ran out; a training process or data loader may be gone",
+                    minutes=age / 60,
+                    count=Msg(" ({count} in the last report interval)", count=system["oom_kills"])
+                    if system.get("oom_kills") else ""),
         values={"oom_kill_last_at": last_at, "oom_kills_last_interval": system.get("oom_kills"),
                 "age_s": round(age), "window_s": params["window_s"], "mem_available_bytes": available,
                 "mem_total_bytes": total})]
@@ -107,10 +110,11 @@ def _swap_storm(node, params, ctx):
     if swap_in + swap_out < params["pages_per_s"]:
         return []
     total, free = system.get("swap_total_bytes"), system.get("swap_free_bytes")
-    used = f"; swap {100.0 * (total - free) / total:.0f} % used" if total and free is not None else ""
+    used = Msg("; swap {pct:.0f} % used", pct=100.0 * (total - free) / total) if total and free is not None else ""
     return [Observation(
-        summary=f"Swap storm: {swap_in:.0f} pages/s swapped in and {swap_out:.0f} out (threshold "
-                f"{params['pages_per_s']:g} pages/s together){used} — the host thrashes",
+        summary=Msg("Swap storm: {swap_in:.0f} pages/s swapped in and {swap_out:.0f} out (threshold "
+                    "{threshold:g} pages/s together){used} — the host thrashes", swap_in=swap_in, swap_out=swap_out,
+                    threshold=params["pages_per_s"], used=used),
         values={"swap_in_pages_per_s": swap_in, "swap_out_pages_per_s": swap_out, "swap_total_bytes": total,
                 "swap_free_bytes": free, "mem_available_bytes": system.get("mem_available_bytes"),
                 "threshold_pages_per_s": params["pages_per_s"]})]
@@ -153,12 +157,13 @@ def _volume_full(node, params, ctx):
             continue
         reasons = []
         if used is not None and used >= threshold:
-            reasons.append(f"{used:.1f} % of its space used")
+            reasons.append(Msg("{pct:.1f} % of its space used", pct=used))
         if inodes is not None and inodes >= threshold:
-            reasons.append(f"{inodes:.1f} % of its inodes used")
+            reasons.append(Msg("{pct:.1f} % of its inodes used", pct=inodes))
         found.append(Observation(
-            summary=f"Volume {mount} ({volume.get('fs_type')}) is full: " + " and ".join(reasons)
-                    + f" (threshold {threshold:g} %) — checkpoints and logs can no longer be written",
+            summary=Msg("Volume {mount} ({fs_type}) is full: {reasons} (threshold {threshold:g} %) — checkpoints "
+                        "and logs can no longer be written", mount=mount, fs_type=volume.get("fs_type"),
+                        reasons=Join(reasons, Msg(" and ")), threshold=threshold),
             subject=_volume_subject(mount),
             values={**volume, "threshold_pct": threshold}))
     return found
@@ -176,8 +181,9 @@ def _volume_read_only(node, params, ctx):
         if not mount or _ignored(mount, params):
             continue
         found.append(Observation(
-            summary=f"Volume {mount} ({volume.get('fs_type')}, {volume.get('source') or '?'}) is mounted read-only "
-                    "— the kernel remounts a file system read-only after I/O or journal errors",
+            summary=Msg("Volume {mount} ({fs_type}, {source}) is mounted read-only — the kernel remounts a file "
+                        "system read-only after I/O or journal errors", mount=mount, fs_type=volume.get("fs_type"),
+                        source=volume.get("source") or "?"),
             subject=_volume_subject(mount), values=volume))
     return found
 
@@ -194,11 +200,12 @@ def _volume_hung(node, params, ctx):
         mount = volume.get("mount")
         if not mount:
             continue
-        kind = "network volume" if volume.get("network") else "volume"
+        kind = Msg("network volume") if volume.get("network") else Msg("volume")
         found.append(Observation(
-            summary=f"The {kind} {mount} ({volume.get('fs_type')}, {volume.get('source') or '?'}) does "
-                    f"not answer: a statvfs has been waiting {stalled or 0:.0f} s — every job touching it hangs "
-                    "(checkpoints, datasets)",
+            summary=Msg("The {kind} {mount} ({fs_type}, {source}) does not answer: a statvfs has been waiting "
+                        "{stalled:.0f} s — every job touching it hangs (checkpoints, datasets)", kind=kind,
+                        mount=mount, fs_type=volume.get("fs_type"), source=volume.get("source") or "?",
+                        stalled=stalled or 0),
             subject=_volume_subject(mount), values=volume))
     return found
 
@@ -215,16 +222,17 @@ def _clock_unsynced(node, params, ctx):
     offset_ms = abs(clock.get("offset_s") or 0.0) * 1000.0
     reasons = []
     if not clock["synced"]:
-        reasons.append("the kernel marks the clock unsynchronised (STA_UNSYNC)")
+        reasons.append(Msg("the kernel marks the clock unsynchronised (STA_UNSYNC)"))
     if maxerror_ms > params["max_error_ms"]:
-        reasons.append(f"maximum error {maxerror_ms:.0f} ms (threshold {params['max_error_ms']:g} ms)")
+        reasons.append(Msg("maximum error {error:.0f} ms (threshold {threshold:g} ms)", error=maxerror_ms,
+                           threshold=params["max_error_ms"]))
     if offset_ms > params["max_error_ms"]:
-        reasons.append(f"offset {offset_ms:.0f} ms")
+        reasons.append(Msg("offset {offset:.0f} ms", offset=offset_ms))
     if not reasons:
         return []
     return [Observation(
-        summary="Clock not synchronised: " + "; ".join(reasons) + " — log time points (what provider tickets "
-                "rely on) cannot be trusted",
+        summary=Msg("Clock not synchronised: {reasons} — log time points (what provider tickets rely on) cannot "
+                    "be trusted", reasons=Join(reasons)),
         values={**clock, "max_error_ms": params["max_error_ms"]})]
 
 
@@ -240,8 +248,8 @@ def _peermem_missing(node, params, ctx):
     if not expected:
         return []
     return [Observation(
-        summary=f"GPUDirect RDMA peer-memory module not loaded (no nvidia_peermem or nv_peer_mem) on a node "
-                f"with {rdma} RDMA device(s) — NCCL falls back to staging through host memory",
+        summary=Msg("GPUDirect RDMA peer-memory module not loaded (no nvidia_peermem or nv_peer_mem) on a node "
+                    "with {rdma} RDMA device(s) — NCCL falls back to staging through host memory", rdma=rdma),
         values={**peermem, "expected_because": "InfiniBand / RoCE devices present"})]
 
 
@@ -258,9 +266,9 @@ def _gpu_d_state(node, params, ctx):
     devices = sorted({d for p in stuck for d in p.get("devices") or [] if d[len("/dev/nvidia"):].isdigit()})
     shown = ", ".join(f"{p.get('name')} (pid {p.get('pid')})" for p in stuck[:6]) + (" …" if len(stuck) > 6 else "")
     return [Observation(
-        summary=f"{len(stuck)} process(es) stuck in uninterruptible sleep holding "
-                f"{', '.join(devices) or 'the NVIDIA control device'}: {shown} — they cannot be killed; the GPU "
-                "driver is wedged",
+        summary=Msg("{count} process(es) stuck in uninterruptible sleep holding {devices}: {shown} — they cannot "
+                    "be killed; the GPU driver is wedged", count=len(stuck),
+                    devices=", ".join(devices) or Msg("the NVIDIA control device"), shown=shown[:300]),
         values={"processes": stuck, "devices": devices})]
 
 

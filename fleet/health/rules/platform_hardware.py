@@ -4,6 +4,7 @@ throttling, SXid). Xid rules live in `xid.py`."""
 from django.db.models import F, Q
 from django.utils.dateparse import parse_datetime
 
+from fleet.core.i18n import Join, Msg
 from fleet.inventory.choices import Layer, NodeState
 from fleet.telemetry.choices import EventKind
 from fleet_agent.protocol import (
@@ -27,7 +28,7 @@ from .base import (
     gpu_rule,
     node_rule,
 )
-from .xid import ACTION_PHRASES, policy_for
+from .xid import action_phrase, policy_for
 
 # NVIDIA's containment Xids (A100 and later): 94 = the error was contained to the processes that touched the
 # memory (restart them, the GPU stays usable); 95 = uncontained (reset the GPU). 48 (DBE) and 140 (unrecovered
@@ -52,8 +53,9 @@ def _cpu_steal(node, params, ctx):
     if steal <= params["threshold_pct"]:
         return []
     return [Observation(
-        summary=f"CPU steal {steal:.1f} % (threshold {params['threshold_pct']:g} %) — the hypervisor gives this "
-                f"VM's CPU time to other tenants (noisy neighbour)",
+        summary=Msg("CPU steal {steal:.1f} % (threshold {threshold_pct:g} %) — the hypervisor gives this "
+                    "VM's CPU time to other tenants (noisy neighbour)", steal=steal,
+                    threshold_pct=params["threshold_pct"]),
         values={"cpu_steal_pct": steal, "threshold_pct": params["threshold_pct"]})]
 
 
@@ -87,15 +89,18 @@ def _ecc_uncorrectable(row, node, params, ctx):
     if containment == "contained":
         # Agree with the Xid policy of a contained error: its severity, layer and first action, not "reset".
         policy = policy_for(ctx, XID_CONTAINED)
-        action = ACTION_PHRASES.get(policy["action"], policy["action"])
+        action = action_phrase(policy["action"])
         return Observation(
-            summary=f"{gpu_label(row)}: {errors} uncorrectable ECC error(s) since the last reset, contained "
-                    f"(Xid {XID_CONTAINED}) — {action}; the GPU stays usable",
-            severity=policy["severity"], layer=policy["layer"], remedy=f"{action}; the GPU stays usable",
+            summary=Msg("{gpu}: {errors} uncorrectable ECC error(s) since the last reset, contained "
+                        "(Xid {xid}) — {action}; the GPU stays usable", gpu=gpu_label(row), errors=errors,
+                        xid=XID_CONTAINED, action=action),
+            severity=policy["severity"], layer=policy["layer"],
+            remedy=Msg("{action}; the GPU stays usable", action=action),
             xid_policy_version=ctx.xid_version, values=values)
     return Observation(
-        summary=f"{gpu_label(row)}: {errors} uncorrectable ECC error(s) since the last reset"
-                + (" (uncontained)" if containment else ""),
+        summary=Msg("{gpu}: {errors} uncorrectable ECC error(s) since the last reset (uncontained)",
+                    gpu=gpu_label(row), errors=errors) if containment else
+        Msg("{gpu}: {errors} uncorrectable ECC error(s) since the last reset", gpu=gpu_label(row), errors=errors),
         values=values)
 
 
@@ -107,11 +112,12 @@ def _pending_retirement(row, node, params):
     pages, rows = row.get("retired_pages_pending"), row.get("remapped_rows_pending")
     if not pages and not rows:
         return None
-    what = " and ".join(filter(None, ["page retirement" if pages else "", "row remapping" if rows else ""]))
+    what = Join([m for m in (Msg("page retirement") if pages else None, Msg("row remapping") if rows else None)
+                 if m is not None], Msg(" and "))
     contained = ecc_containment(node, row["gpu_id"]) == "contained"
     return Observation(
-        summary=f"{gpu_label(row)}: {what} pending — takes effect after a GPU reset"
-                + (" (after a contained error: no urgency)" if contained else ""),
+        summary=Msg("{gpu}: {what} pending — takes effect after a GPU reset{note}", gpu=gpu_label(row), what=what,
+                    note=Msg(" (after a contained error: no urgency)") if contained else ""),
         values={"retired_pages_pending": pages, "retired_pages_count": row.get("retired_pages_count"),
                 "remapped_rows_pending": rows, "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable")})
 
@@ -120,7 +126,8 @@ def _remap_failure(row, node, params):
     if not row.get("remapped_rows_failure"):
         return None
     return Observation(
-        summary=f"{gpu_label(row)}: row remapping failed — the GPU memory cannot repair itself any more",
+        summary=Msg("{gpu}: row remapping failed — the GPU memory cannot repair itself any more",
+                    gpu=gpu_label(row)),
         values={"remapped_rows_failure": True, "remapped_rows_uncorrectable": row.get("remapped_rows_uncorrectable"),
                 "remapped_rows_correctable": row.get("remapped_rows_correctable")})
 
@@ -136,15 +143,16 @@ def _pcie_degraded(row, node, params):
     util = row.get("utilization_gpu_pct")
     problems = []
     if width is not None and width_max is not None and width < width_max:
-        problems.append(f"width x{width} of x{width_max}")
+        problems.append(Msg("width x{width} of x{width_max}", width=width, width_max=width_max))
     # GPUs drop the link generation when idle to save power; only a busy GPU's generation counts.
     if gen is not None and gen_max is not None and gen < gen_max and util is not None \
             and util >= params["min_utilization_pct"]:
-        problems.append(f"Gen{gen} of Gen{gen_max} at {util:.0f} % utilisation")
+        problems.append(Msg("Gen{gen} of Gen{gen_max} at {util:.0f} % utilisation", gen=gen, gen_max=gen_max,
+                            util=util))
     if not problems:
         return None
     return Observation(
-        summary=f"{gpu_label(row)}: PCIe link degraded ({'; '.join(problems)})",
+        summary=Msg("{gpu}: PCIe link degraded ({problems})", gpu=gpu_label(row), problems=Join(problems)),
         values={"pcie_gen_current": gen, "pcie_gen_max": gen_max, "pcie_width_current": width,
                 "pcie_width_max": width_max, "utilization_gpu_pct": util})
 
@@ -156,15 +164,20 @@ def _reasons(mask: int | None, names: list | None, wanted: int) -> list[str]:
     return [name for name in names or [] if name in wanted_names]
 
 
+_THROTTLE_WORDS = {"thermal": Msg("thermal"), "power": Msg("power")}
+
+
 def _throttle_check(wanted: int, what: str):
     def check(row, node, params):
         reasons = _reasons(row.get("clock_event_reasons_mask"), row.get("clock_event_reasons"), wanted)
         if not reasons:
             return None
         return Observation(
-            summary=f"{gpu_label(row)}: {what} throttling ({', '.join(reasons)}) at {row.get('temperature_c')} °C, "
-                    f"{row.get('power_draw_w')} W of {row.get('power_limit_w')} W, SM clock "
-                    f"{row.get('sm_clock_mhz')} MHz",
+            summary=Msg("{gpu}: {what} throttling ({reasons}) at {temperature} °C, {power} W of {limit} W, SM "
+                        "clock {clock} MHz", gpu=gpu_label(row), what=_THROTTLE_WORDS.get(what, what),
+                        reasons=", ".join(reasons), temperature=str(row.get("temperature_c")),
+                        power=str(row.get("power_draw_w")), limit=str(row.get("power_limit_w")),
+                        clock=str(row.get("sm_clock_mhz"))),
             values={"reasons": reasons, "clock_event_reasons_mask": row.get("clock_event_reasons_mask"),
                     "temperature_c": row.get("temperature_c"), "power_draw_w": row.get("power_draw_w"),
                     "power_limit_w": row.get("power_limit_w"), "sm_clock_mhz": row.get("sm_clock_mhz")})
@@ -191,7 +204,8 @@ def _sxid_fatal(node, params, ctx):
         observation = by_code.get(event.code)
         if observation is None:
             observation = by_code[event.code] = Observation(
-                summary=f"Fatal NVSwitch SXid {event.code}: {event.message or event.raw}"[:500],
+                summary=Msg("Fatal NVSwitch SXid {code}: {message}", code=event.code,
+                            message=(event.message or event.raw or "")[:450]),
                 subject=f"sxid:{event.code}", since=event.at,
                 values={"code": event.code, "count": 0, "last_at": None, "pci_bus_id": event.pci_bus_id or None})
         observation.values["count"] += 1
@@ -253,14 +267,14 @@ def _room_thermal(node, params, ctx):
     hot = _hot_rows(node)
     share = 100.0 * len(hot) / total
     temperatures = sorted(t for t in (row.get("temperature_c") for row in hot) if t is not None)
-    span = f" at {temperatures[0]}–{temperatures[-1]} °C" if temperatures else ""
+    span = Msg(" at {low}–{high} °C", low=temperatures[0], high=temperatures[-1]) if temperatures else ""
     values = {"throttling_gpus": len(hot), "gpu_count": total, "share_pct": round(share, 1),
               "gpu_indices": sorted(row.get("gpu_index") for row in hot if row.get("gpu_index") is not None),
               "temperatures_c": temperatures, "min_share_pct": params["min_share_pct"]}
     if len(hot) >= params["min_gpus"] and share >= params["min_share_pct"]:
         return [Observation(
-            summary=f"{len(hot)} of {total} GPUs throttle for heat at once{span} — the cooling (room, rack or "
-                    f"server airflow), not one part", values=values)]
+            summary=Msg("{hot} of {total} GPUs throttle for heat at once{span} — the cooling (room, rack or "
+                        "server airflow), not one part", hot=len(hot), total=total, span=span), values=values)]
     if not hot or node.site_id is None:
         return []
     sites = ctx.memo.get(_SITE_MEMO)
@@ -272,8 +286,9 @@ def _room_thermal(node, params, ctx):
         return []
     where = node.site_name or f"site {node.site_id}"
     return [Observation(
-        summary=f"{len(site['hot'])} of {site['nodes']} nodes of {where} throttle for heat at once (this one: "
-                f"{len(hot)} of {total} GPUs{span}) — the site's cooling, not one part",
+        summary=Msg("{hot_nodes} of {nodes} nodes of {site} throttle for heat at once (this one: {hot} of {total} "
+                    "GPUs{span}) — the site's cooling, not one part", hot_nodes=len(site["hot"]),
+                    nodes=site["nodes"], site=where, hot=len(hot), total=total, span=span),
         values={**values, "site": where, "site_nodes": site["nodes"], "site_hot_nodes": len(site["hot"]),
                 "site_hot_hostnames": sorted(site["hot"])[:20], "min_site_share_pct": params["min_site_share_pct"]})]
 
@@ -287,16 +302,16 @@ def _planned_maintenance(node, params, ctx):
     reported_at, deadline = status.get("notice_reported_at"), status.get("notice_deadline")
     if not _notice_current(reported_at, deadline, ctx.now, params["window_s"]):
         return []
-    when = f"scheduled for {deadline:%Y-%m-%d %H:%M:%S} UTC" if deadline else "no time given"
+    when = Msg("scheduled for {at} UTC", at=f"{deadline:%Y-%m-%d %H:%M:%S}") if deadline else Msg("no time given")
     return [Observation(
-        summary=f"The provider announced {status['notice_kind']} of this node ({when}) — GPUs or the node may go "
-                f"away and come back",
-        since=reported_at, remedy="checkpoint and drain the node before the event; no hardware ticket — the "
-                                  "node returns when the maintenance ends",
+        summary=Msg("The provider announced {kind} of this node ({when}) — GPUs or the node may go away and come "
+                    "back", kind=status["notice_kind"], when=when),
+        since=reported_at, remedy=Msg("checkpoint and drain the node before the event; no hardware ticket — the "
+                                      "node returns when the maintenance ends"),
         values={"kind": status["notice_kind"], "deadline": deadline.isoformat() if deadline else None})]
 
 
-_REQUESTED_WORDS = {"reboot_requested": "a reboot", "driver_change": "a driver / stack change"}
+_REQUESTED_WORDS = {"reboot_requested": Msg("A reboot"), "driver_change": Msg("A driver / stack change")}
 
 
 def _requested_disruption(node, params, ctx):
@@ -316,10 +331,11 @@ def _requested_disruption(node, params, ctx):
     if back:
         return []  # the driver answers again after the change
     return [Observation(
-        summary=f"{_REQUESTED_WORDS.get(field, field).capitalize()} was started on purpose at {at:%H:%M:%S} UTC "
-                f"({summary}) — the node is expected to go down and come back",
-        since=at, remedy="wait for the node to come back, then verify it; lost GPUs or silence until then are "
-                         "part of the change",
+        summary=Msg("{change} was started on purpose at {at} UTC ({summary}) — the node is expected to go down "
+                    "and come back", change=_REQUESTED_WORDS.get(field) or field.capitalize(), at=f"{at:%H:%M:%S}",
+                    summary=summary),
+        since=at, remedy=Msg("wait for the node to come back, then verify it; lost GPUs or silence until then are "
+                             "part of the change"),
         values={"requested_at": at.isoformat(), "change": field, "summary": summary})]
 
 
@@ -357,17 +373,17 @@ def _preemption_notice(node, params, ctx):
     deadline = notice["deadline"]
     time_left = (deadline - now).total_seconds() if deadline else None
     if time_left is None:
-        when = "no deadline given"
+        when = Msg("no deadline given")
     elif time_left >= 0:
-        when = f"{time_left:.0f} s left (reclaim at {deadline:%H:%M:%S} UTC)"
+        when = Msg("{seconds:.0f} s left (reclaim at {at} UTC)", seconds=time_left, at=f"{deadline:%H:%M:%S}")
     else:
-        when = f"deadline passed {-time_left:.0f} s ago"
+        when = Msg("deadline passed {seconds:.0f} s ago", seconds=-time_left)
     since = min((n["at"] for n in notices if n["at"] is not None), default=None)
     log_events = [e for e in node.events_of(EventKind.PREEMPTION_NOTICE)] if node.events else []
     return [Observation(
-        summary=f"The cloud announced {notice['kind']} of this instance: {when}", since=since,
-        log_lines=[e.log_line() for e in log_events[-5:]],
-        remedy="checkpoint now, drain the node and let the pool replace it",
+        summary=Msg("The cloud announced {kind} of this instance: {when}", kind=notice["kind"], when=when),
+        since=since, log_lines=[e.log_line() for e in log_events[-5:]],
+        remedy=Msg("checkpoint now, drain the node and let the pool replace it"),
         values={"kind": notice["kind"], "deadline": deadline.isoformat() if deadline else None,
                 "time_left_s": round(time_left) if time_left is not None else None, "source": notice["source"]})]
 
@@ -390,20 +406,23 @@ def _silent_spot(node, params, ctx):
     since = status.get("silent_since") or status.get("received_at")
     confirmations = []
     if status.get("notice_kind") and status["notice_kind"] not in ADVISORY_NOTICE_KINDS:
-        confirmations.append(f"notice {status['notice_kind']} in the last report")
+        confirmations.append(Msg("notice {kind} in the last report", kind=status["notice_kind"]))
     start = (since or ctx.now).timestamp() - params["notice_lookback_s"]
     notice_events = [e for e in node.events_of(EventKind.PREEMPTION_NOTICE) if e.at.timestamp() >= start]
     if notice_events:
-        confirmations.append(f"preemption notice at {notice_events[0].at:%H:%M:%S} UTC")
+        confirmations.append(Msg("preemption notice at {at} UTC", at=f"{notice_events[0].at:%H:%M:%S}"))
     confirmed = bool(confirmations)
-    verdict = f"preempted ({'; '.join(confirmations)})" if confirmed else "likely preempted (not yet confirmed)"
+    verdict = Msg("preempted ({confirmations})", confirmations=Join(confirmations)) if confirmed else \
+        Msg("likely preempted (not yet confirmed)")
     return [Observation(
-        summary=f"Spot node silent since {since:%Y-%m-%d %H:%M:%S} UTC — {verdict}", since=since,
+        summary=Msg("Spot node silent since {since} UTC — {verdict}", since=f"{since:%Y-%m-%d %H:%M:%S}",
+                    verdict=verdict), since=since,
         log_lines=[e.log_line() for e in notice_events[:5]],
-        remedy="let the pool replace it and resume the job from its last checkpoint" if confirmed else
-        "ask the cloud whether the instance was reclaimed; if it is still running, check its agent and network",
+        remedy=Msg("let the pool replace it and resume the job from its last checkpoint") if confirmed else
+        Msg("ask the cloud whether the instance was reclaimed; if it is still running, check its agent and network"),
         values={"silent_since": since.isoformat() if since else None, "confirmed": confirmed,
-                "last_report_at": status["received_at"].isoformat(), "confirmations": confirmations,
+                "last_report_at": status["received_at"].isoformat(),
+                "confirmations": [str(c) for c in confirmations],
                 "notice_kind": status.get("notice_kind") or None})]
 
 
@@ -418,18 +437,21 @@ def _checkpoint_stale(node, params, ctx):
         limit, source = params["max_age_s"], "spot default"
     else:
         return []
+    source_words = Msg("pool policy") if source == "pool policy" else Msg("spot default")
     checkpoint = node.status.get("checkpoint") or {}
     age = node.status.get("checkpoint_age_s")
     if age is None and not checkpoint.get("dirs"):
         return None  # no checkpoint directory configured on this node: nothing to judge
     if age is not None and age <= limit:
         return []
-    where = ", ".join(checkpoint.get("dirs") or []) or "the configured directories"
-    summary = (f"Newest checkpoint is {age / 60:.0f} min old ({source} {limit / 60:.0f} min)"
-               if age is not None else f"No checkpoint found in {where}")
-    risk = " — a preemption now loses that much work" if node.is_spot else " — a failure now loses that much work"
+    where = ", ".join(checkpoint.get("dirs") or [])[:300] or Msg("the configured directories")
+    summary = (Msg("Newest checkpoint is {minutes:.0f} min old ({source} {limit:.0f} min)", minutes=age / 60,
+                   source=source_words, limit=limit / 60)
+               if age is not None else Msg("No checkpoint found in {where}", where=where))
+    risk = Msg(" — a preemption now loses that much work") if node.is_spot else \
+        Msg(" — a failure now loses that much work")
     return [Observation(
-        summary=summary + risk,
+        summary=Msg("{summary}{risk}", summary=summary, risk=risk),
         values={"checkpoint_age_s": age, "max_age_s": limit, "limit_source": source,
                 "newest_path": checkpoint.get("newest_path"), "dirs": checkpoint.get("dirs")})]
 

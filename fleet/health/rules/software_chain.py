@@ -2,6 +2,7 @@
 
 import re
 
+from fleet.core.i18n import Join, Msg
 from fleet.inventory.boundary import LAYER_ORDER
 from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS, STACK_LIST_FIELDS, Layer
 from fleet.inventory.models import Baseline, SoftwareStack
@@ -71,15 +72,17 @@ def _cuda_runtimes(stack: dict) -> tuple[list[dict], list[dict]]:
     return runtimes, compat
 
 
-def _runtime_phrase(item: dict) -> str:
+def _runtime_phrase(item: dict) -> Msg:
     cuda = format_cuda(item["cuda"])
     if item["kind"] == "framework":
-        return f"{_framework_label(item)} was built for CUDA {cuda}"
+        return Msg("{framework} was built for CUDA {cuda}", framework=_framework_label(item), cuda=cuda)
     if item["kind"] == "toolkit":
-        return f"CUDA toolkit {cuda} is installed (/usr/local/cuda-{item['version']})"
+        return Msg("CUDA toolkit {cuda} is installed (/usr/local/cuda-{version})", cuda=cuda,
+                   version=item["version"])
     if item["kind"] == "container":
-        return f"{item['name']} runs CUDA {cuda}"
-    return f"{item['name']} {item.get('version') or ''} (shipped with the frameworks) is CUDA {cuda}"
+        return Msg("{name} runs CUDA {cuda}", name=item["name"], cuda=cuda)
+    return Msg("{name} {version} (shipped with the frameworks) is CUDA {cuda}", name=item["name"],
+               version=item.get("version") or "", cuda=cuda)
 
 
 def _too_new(runtimes: list[dict], ceiling: tuple[int, int], allow_minor: bool) -> list[dict]:
@@ -89,18 +92,20 @@ def _too_new(runtimes: list[dict], ceiling: tuple[int, int], allow_minor: bool) 
 
 def _cuda_verdict(stack: dict, driver_cuda: tuple[int, int], allow_minor: bool, datacenter: bool | None) -> dict:
     runtimes, compat = _cuda_runtimes(stack)
-    ceiling, compat_note, honoured = driver_cuda, "", None
+    ceiling, compat_note, honoured = driver_cuda, "", None  # compat_note: "" or a Msg
     if compat:
         best = max(compat, key=lambda c: c["cuda"])
         label = f"cuda-compat {format_cuda(best['cuda'])} (libcuda {best.get('version') or '?'})"
         if datacenter:
             honoured = best
             ceiling = max(driver_cuda, best["cuda"])
-            compat_note = f", {label} raises it to {format_cuda(ceiling)} on these data-center GPUs"
+            compat_note = Msg(", {label} raises it to {cuda} on these data-center GPUs", label=label,
+                              cuda=format_cuda(ceiling))
         elif datacenter is False:
-            compat_note = f"; {label} is installed but ignored: forward compatibility needs data-center GPUs"
+            compat_note = Msg("; {label} is installed but ignored: forward compatibility needs data-center GPUs",
+                              label=label)
         else:
-            compat_note = f"; {label} is installed but not counted: the GPU model is unknown"
+            compat_note = Msg("; {label} is installed but not counted: the GPU model is unknown", label=label)
     return {"problems": _too_new(runtimes, ceiling, allow_minor), "ceiling": ceiling, "compat_note": compat_note,
             "compat": compat, "honoured": honoured}
 
@@ -122,29 +127,31 @@ def _cuda_driver_too_old(node, params, ctx):
         return []
     driver = stack.get("driver_version") or "?"
     needed = max(item["cuda"] for item in problems)
-    summary = (f"driver {driver} supports CUDA ≤ {format_cuda(driver_cuda)}{verdict['compat_note']}, "
-               + "; ".join(_runtime_phrase(item) for item in problems))
+    summary = Msg("driver {driver} supports CUDA ≤ {cuda}{compat_note}, {problems}", driver=driver,
+                  cuda=format_cuda(driver_cuda), compat_note=verdict["compat_note"],
+                  problems=Join([_runtime_phrase(item) for item in problems]))
     kinds = {item["kind"] for item in problems}
     ceiling = format_cuda(verdict["ceiling"])
     fixes = []
     frameworks = sorted({item["name"] for item in problems if item["kind"] in ("framework", "runtime_library")})
     if frameworks:
-        fixes.append(f"install a {', '.join(frameworks)} build for CUDA ≤ {ceiling}")
+        fixes.append(Msg("install a {frameworks} build for CUDA ≤ {cuda}", frameworks=", ".join(frameworks),
+                         cuda=ceiling))
     if "container" in kinds:
-        fixes.append(f"run container images built for CUDA ≤ {ceiling}")
+        fixes.append(Msg("run container images built for CUDA ≤ {cuda}", cuda=ceiling))
     if "toolkit" in kinds:
-        fixes.append(f"remove or stop using the CUDA toolkit(s) newer than {ceiling}")
-    fixes.append(f"upgrade the GPU driver to one that supports CUDA {format_cuda(needed)}")
+        fixes.append(Msg("remove or stop using the CUDA toolkit(s) newer than {cuda}", cuda=ceiling))
+    fixes.append(Msg("upgrade the GPU driver to one that supports CUDA {cuda}", cuda=format_cuda(needed)))
     if not verdict["compat"] and datacenter:
-        fixes.append(f"or install cuda-compat for CUDA {format_cuda(needed)} (forward compatibility, data-center "
-                     f"GPUs only)")
+        fixes.append(Msg("or install cuda-compat for CUDA {cuda} (forward compatibility, data-center GPUs only)",
+                         cuda=format_cuda(needed)))
     # The framework layer when a framework (or what it ships) needs the newer CUDA; a toolkit or a container
     # alone is the CUDA runtime layer. An installed toolkit nobody uses yet is a warning.
     layer = Layer.FRAMEWORK if kinds & {"framework", "runtime_library"} else Layer.CUDA_RUNTIME
     severity = Severity.WARNING if kinds == {"toolkit"} else None
     return [Observation(
-        summary=summary[:500], layer=layer, severity=severity,
-        remedy="; ".join(fixes),
+        summary=summary, layer=layer, severity=severity,
+        remedy=Msg("{fixes}", fixes=Join(fixes)),
         values={"driver_version": driver, "driver_max_cuda": format_cuda(driver_cuda), "effective_max_cuda": ceiling,
                 "cuda_compat": [{"version": c.get("version"), "cuda": format_cuda(c["cuda"])}
                                 for c in verdict["compat"]],
@@ -183,13 +190,16 @@ def _arch_not_supported(node, params, ctx):
     problems = _memo(ctx, key, lambda: _missing_archs(stack.get("frameworks"), ordered))
     if not problems:
         return []
-    parts = [f"{_framework_label(f)} has no kernel image for {sm_name(c)} ({n} GPU(s) of compute capability "
-             f"{c[0]}.{c[1]}; built for {', '.join(f.get('arch_list') or [])})" for f, c, n in problems]
+    parts = [Msg("{framework} has no kernel image for {sm} ({count} GPU(s) of compute capability {capability}; "
+                 "built for {archs})", framework=_framework_label(f), sm=sm_name(c), count=n,
+                 capability=f"{c[0]}.{c[1]}", archs=", ".join(f.get("arch_list") or [])[:200])
+             for f, c, n in problems]
     names = ", ".join(sorted({f.get("name") or "framework" for f, _, _ in problems}))
     archs = ", ".join(sorted({sm_name(c) for _, c, _ in problems}))
     return [Observation(
-        summary=("; ".join(parts) + " — \"no kernel image is available for execution on the device\"")[:500],
-        remedy=f"install a {names} build whose arch list includes {archs} (or PTX for an older architecture)",
+        summary=Msg("{parts} — \"no kernel image is available for execution on the device\"", parts=Join(parts)),
+        remedy=Msg("install a {names} build whose arch list includes {archs} (or PTX for an older architecture)",
+                   names=names, archs=archs),
         values={"problems": [{"framework": f.get("name"), "version": f.get("version"),
                               "arch_list": f.get("arch_list"), "compute_capability": f"{c[0]}.{c[1]}",
                               "gpus": n} for f, c, n in problems]})]
@@ -242,8 +252,9 @@ def _stack_drift(node, params, ctx):
 
     parts = [f"{item['field']} {show(item['actual'])} (pinned {show(item['expected'])})" for item in drift]
     return [Observation(
-        summary=f"Drifted from baseline {node.baseline.get('name') or ''}: {'; '.join(parts)}"[:500], layer=layer,
-        remedy="return the node to its pinned stack (or update the baseline if the change was intended)",
+        summary=Msg("Drifted from baseline {baseline}: {parts}", baseline=node.baseline.get("name") or "",
+                    parts="; ".join(parts)[:450]), layer=layer,
+        remedy=Msg("return the node to its pinned stack (or update the baseline if the change was intended)"),
         values={"baseline": node.baseline.get("name"), "drift": drift})]
 
 

@@ -2,6 +2,7 @@
 
 from django.db.models import Q
 
+from fleet.core.i18n import Msg
 from fleet.inventory.choices import Layer
 from fleet.inventory.models import GPU
 from fleet.inventory.selectors import expected_gpu_count
@@ -12,18 +13,18 @@ from .base import Observation, Param, gpu_subject, node_rule
 
 _NVML_PROBLEMS = {
     NvmlStatus.LIBRARY_NOT_FOUND: (
-        "the NVML library (libnvidia-ml.so.1) is missing", Layer.GPU_DRIVER,
-        "install the NVIDIA driver (it ships libnvidia-ml) or fix the library path of the agent"),
+        Msg("the NVML library (libnvidia-ml.so.1) is missing"), Layer.GPU_DRIVER,
+        Msg("install the NVIDIA driver (it ships libnvidia-ml) or fix the library path of the agent")),
     NvmlStatus.DRIVER_NOT_LOADED: (
-        "the NVIDIA kernel driver is not loaded", Layer.GPU_DRIVER,
-        "load the driver: check the kernel log for NVRM errors, a DKMS module not rebuilt after a kernel upgrade, "
-        "or Secure Boot rejecting the module"),
+        Msg("the NVIDIA kernel driver is not loaded"), Layer.GPU_DRIVER,
+        Msg("load the driver: check the kernel log for NVRM errors, a DKMS module not rebuilt after a kernel "
+            "upgrade, or Secure Boot rejecting the module")),
     NvmlStatus.NO_PERMISSION: (
-        "the agent may not open the GPU devices", Layer.HOST_OS,
-        "give the agent access to /dev/nvidia* (run it as root or in the video group)"),
+        Msg("the agent may not open the GPU devices"), Layer.HOST_OS,
+        Msg("give the agent access to /dev/nvidia* (run it as root or in the video group)")),
     NvmlStatus.ERROR: (
-        "NVML failed to initialise", Layer.GPU_DRIVER,
-        "run nvidia-smi on the node and read the kernel log; reinstall the driver if nvidia-smi fails too"),
+        Msg("NVML failed to initialise"), Layer.GPU_DRIVER,
+        Msg("run nvidia-smi on the node and read the kernel log; reinstall the driver if nvidia-smi fails too")),
 }
 
 
@@ -35,8 +36,9 @@ def _nvml_unavailable(node, params, ctx):
         return []
     what, layer, remedy = _NVML_PROBLEMS.get(nvml, _NVML_PROBLEMS[NvmlStatus.ERROR])
     message = node.status.get("nvml_message") or ""
-    summary = f"NVML unavailable: {what}" + (f" ({message})" if message else "")
-    return [Observation(summary=summary[:500], layer=layer, remedy=remedy,
+    summary = Msg("NVML unavailable: {what} ({message})", what=what, message=message[:400]) if message else \
+        Msg("NVML unavailable: {what}", what=what)
+    return [Observation(summary=summary, layer=layer, remedy=remedy,
                         values={"nvml_status": nvml, "nvml_message": message})]
 
 
@@ -60,8 +62,9 @@ def _gpu_count_low(node, params, ctx):
     where = ""
     if on_bus is not None:
         values["pci_gpu_count"] = on_bus
-        where = f"; {on_bus} on the PCI bus — the missing GPU(s) are gone from the bus"
-    return [Observation(summary=f"{seen} of {expected} GPUs visible{where}", values=values)]
+        where = Msg("; {on_bus} on the PCI bus — the missing GPU(s) are gone from the bus", on_bus=on_bus)
+    return [Observation(summary=Msg("{seen} of {expected} GPUs visible{where}", seen=seen, expected=expected,
+                                    where=where), values=values)]
 
 
 def _gpu_lost(node, params, ctx):
@@ -72,9 +75,9 @@ def _gpu_lost(node, params, ctx):
     def add(subject, identity, bus_id, source, at=None, line=None):
         observation = lost.get(subject)
         if observation is None:
-            label = f"GPU {identity.index}" if identity else f"GPU at {GPU.normalize_bus_id(bus_id)}"
+            label = f"GPU {identity.index}" if identity else Msg("GPU at {bus}", bus=GPU.normalize_bus_id(bus_id))
             observation = lost[subject] = Observation(
-                summary=f"{label} is lost (fallen off the bus or not responding)", subject=subject,
+                summary=Msg("{gpu} is lost (fallen off the bus or not responding)", gpu=label), subject=subject,
                 gpu_id=identity.id if identity else None,
                 values={"gpu_index": identity.index if identity else None,
                         "gpu_uuid": identity.uuid if identity else None,
@@ -126,7 +129,8 @@ def _baseline_mismatch(node, params, ctx):
     expected = ", ".join(filter(None, [expected_model,
                                        f"{expected_memory / 2**30:.1f} GiB" if expected_memory else ""]))
     return [Observation(
-        summary=f"{total} GPU(s) differ from the baseline ({described}); expected {expected}"[:500],
+        summary=Msg("{total} GPU(s) differ from the baseline ({described}); expected {expected}", total=total,
+                    described=described[:300], expected=expected),
         values={"expected_model": expected_model or None, "expected_memory_bytes": expected_memory,
                 "mismatched": wrong})]
 
@@ -138,8 +142,8 @@ def _node_silent(node, params, ctx):
         return []
     since = node.status.get("silent_since") or node.status.get("received_at")
     return [Observation(
-        summary=f"No report since {node.status['received_at']:%Y-%m-%d %H:%M:%S} UTC — the agent, the OS or the "
-                f"network of the node is down",
+        summary=Msg("No report since {at} UTC — the agent, the OS or the network of the node is down",
+                    at=f"{node.status['received_at']:%Y-%m-%d %H:%M:%S}"),
         since=since, values={"last_report_at": node.status["received_at"].isoformat(),
                              "silent_since": since.isoformat() if since else None})]
 

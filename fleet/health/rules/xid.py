@@ -10,6 +10,7 @@ import re
 from bisect import bisect_right
 from datetime import timedelta
 
+from fleet.core.i18n import Join, Msg
 from fleet.inventory.choices import Layer
 from fleet.telemetry.choices import EventKind
 from fleet_agent.xid import FATAL_XID_SUPPORT_THRESHOLD, REBOOTS_BEFORE_HARDWARE
@@ -28,14 +29,19 @@ CONTAINMENT_XIDS = frozenset({94, 95})
 EXPLAINS_REPAIR_XIDS = Explains(("xid",), subjects=(":xid:63", ":xid:48"))
 
 ACTION_PHRASES = {
-    XidAction.RESTART_APP: "restart the application",
-    XidAction.RESET_GPU: "reset the GPU (nvidia-smi -r) or reboot the machine",
-    XidAction.REBOOT: "reboot the machine",
-    XidAction.HARDWARE: "take the GPU out of service for hardware inspection",
-    XidAction.WATCH: "keep watching the GPU; act if it repeats",
-    XidAction.IGNORE: "nothing on its own; act on the earlier Xid",
-    XidAction.FOLLOW_REFERENCED: "follow the recovery action the log line states",
+    XidAction.RESTART_APP: Msg("restart the application"),
+    XidAction.RESET_GPU: Msg("reset the GPU (nvidia-smi -r) or reboot the machine"),
+    XidAction.REBOOT: Msg("reboot the machine"),
+    XidAction.HARDWARE: Msg("take the GPU out of service for hardware inspection"),
+    XidAction.WATCH: Msg("keep watching the GPU; act if it repeats"),
+    XidAction.IGNORE: Msg("nothing on its own; act on the earlier Xid"),
+    XidAction.FOLLOW_REFERENCED: Msg("follow the recovery action the log line states"),
 }
+
+
+def action_phrase(action: str) -> Msg:
+    """The policy action in words (an unknown action as itself)."""
+    return ACTION_PHRASES.get(action) or Msg.known(action)
 
 
 def unknown_policy(code: int) -> dict:
@@ -55,22 +61,25 @@ def repeated_action(policy: dict) -> str | None:
     return match.group(2).strip() if match else None
 
 
-def policy_remedy(policy: dict) -> str:
-    """The first action in words, then what the policy says to do if it repeats."""
-    action = ACTION_PHRASES.get(policy["action"], policy["action"])
+def policy_remedy(policy: dict) -> Msg:
+    """The first action in words, then what the policy says to do if it repeats. The policy's texts are the seeded
+    catalogue's (translated where the catalogue has them) or an operator's (shown as typed)."""
+    action = action_phrase(policy["action"])
     escalation = (policy.get("escalation") or "").strip()
     match = _REPEATED.search(escalation)
     if match:
-        return f"{action}; if it repeats{match.group(1).rstrip()}: {match.group(2).strip()}"
-    return escalation or action
+        scope = match.group(1).rstrip()
+        return Msg("{action}; if it repeats{scope}: {then}", action=action,
+                   scope=Msg.known(scope) if scope.strip() else "", then=Msg.known(match.group(2).strip()))
+    return Msg.known(escalation) if escalation else action
 
 
-def _gpu_label(identity, subject: str) -> str:
+def _gpu_label(identity, subject: str) -> str | Msg:
     if identity is not None:
         return f"GPU {identity.index}"
     if subject.startswith("pci:"):
-        return f"GPU at {subject[4:]}"
-    return "an unidentified GPU"
+        return Msg("GPU at {bus}", bus=subject[4:])
+    return Msg("an unidentified GPU")
 
 
 def _xid(node, params, ctx):
@@ -101,14 +110,14 @@ def _xid(node, params, ctx):
         label = _gpu_label(identity, group["gpu_key"])
         count = len(events)
         severity, layer, remedy = policy["severity"], policy["layer"], policy_remedy(policy)
-        step = f"first action: {ACTION_PHRASES.get(action, action)}"
+        step = Msg("first action: {action}", action=action_phrase(action))
         escalated_to = repeated_action(policy)
         # Reboot-fixable Xids escalate across reboots (`xid_escalation`); the others on their count in the window.
         escalated = (escalated_to is not None and action not in REBOOT_FIXABLE_ACTIONS
                      and count >= params["repeat_count"] and group["gpu_key"] != "node")
         if escalated:
-            step = f"repeated on one GPU, escalated: {escalated_to}"
-            remedy = escalated_to
+            step = Msg("repeated on one GPU, escalated: {action}", action=Msg.known(escalated_to))
+            remedy = Msg.known(escalated_to)
             severity = Severity.CRITICAL
             if layer == Layer.APPLICATION and _points_at_gpu(escalated_to):
                 layer = Layer.HARDWARE  # the same code again and again on one GPU: suspect the GPU
@@ -118,8 +127,9 @@ def _xid(node, params, ctx):
         if last.code in CONTAINMENT_XIDS:
             explains.append(EXPLAINS_REPAIR_XIDS)
         found.append(Observation(
-            summary=f"Xid {last.code} on {label}: {policy['meaning']} ({count}× since {first.at:%H:%M:%S} UTC) — "
-                    f"{step}"[:500],
+            summary=Msg("Xid {code} on {gpu}: {meaning} ({count}× since {since} UTC) — {step}", code=last.code,
+                        gpu=label, meaning=Msg.known(str(policy["meaning"])[:200]), count=count,
+                        since=f"{first.at:%H:%M:%S}", step=step),
             subject=subject, gpu_id=identity.id if identity else None, since=first.at,
             severity=severity, layer=layer, remedy=remedy, escalated=escalated, explains=tuple(explains),
             xid_policy_version=ctx.xid_version,
@@ -162,13 +172,14 @@ def _xid_escalation(node, params, ctx):
         reasons, values = [], {}
         if len(entry["fatal"]) >= params["fatal_count"]:
             codes = sorted({o.code for o in entry["fatal"]})
-            reasons.append(f"{len(entry['fatal'])} fatal Xids ({', '.join(map(str, codes))}) within "
-                           f"{params['fatal_window_s'] / 3600:g} h")
+            reasons.append(Msg("{count} fatal Xids ({codes}) within {hours:g} h", count=len(entry["fatal"]),
+                               codes=", ".join(map(str, codes)), hours=params["fatal_window_s"] / 3600))
             values["fatal_count"] = len(entry["fatal"])
             values["fatal_codes"] = codes
         for code, boots in sorted(entry["boots"].items()):
             if len(boots) > params["reboots_before_hardware"]:
-                reasons.append(f"Xid {code} came back after {len(boots) - 1} reboots")
+                reasons.append(Msg("Xid {code} came back after {reboots} reboots", code=code,
+                                   reboots=len(boots) - 1))
                 values.setdefault("recurring", []).append({"code": code, "boots_with_xid": len(boots)})
         if not reasons:
             continue
@@ -177,10 +188,10 @@ def _xid_escalation(node, params, ctx):
                       reboots=[r.isoformat() for r in reboots if r >= recurrence_start],
                       xid_policy_version=ctx.xid_version)
         found.append(Observation(
-            summary=f"{_gpu_label(identity, gpu_key)}: {'; '.join(reasons)} — escalated: hardware, RMA / replace "
-                    f"the GPU"[:500],
+            summary=Msg("{gpu}: {reasons} — escalated: hardware, RMA / replace the GPU",
+                        gpu=_gpu_label(identity, gpu_key), reasons=Join(reasons)),
             subject=gpu_key, gpu_id=identity.id if identity else None, values=values, escalated=True,
-            remedy="hardware: RMA / replace the GPU (take it out of service; reboots no longer fix it)",
+            remedy=Msg("hardware: RMA / replace the GPU (take it out of service; reboots no longer fix it)"),
             xid_policy_version=ctx.xid_version))
     return found
 

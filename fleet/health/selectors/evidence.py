@@ -18,6 +18,7 @@ from fleet.telemetry.models import ChangeLogEntry, Event, GPUStatus, NodeStatus
 
 from ..choices import FindingState
 from ..models import Finding
+from ..texts import catalogue_text, evidence_rendered, finding_action, finding_summary
 
 KERNEL_LOG_KINDS = [EventKind.XID, EventKind.SXID, EventKind.AER, EventKind.GPU_LOST, EventKind.PREEMPTION_NOTICE,
                     EventKind.MAINTENANCE, EventKind.REBALANCE]
@@ -44,14 +45,15 @@ _STACK_FIELDS = ["collected_at", *STACK_FIELDS]
 
 def finding_payload(finding: Finding) -> dict:
     return {
-        "id": finding.pk, "rule": finding.rule.slug, "rule_title": finding.rule.title, "state": finding.state,
-        "step": finding.step, "layer": finding.layer, "severity": finding.severity, "summary": finding.summary,
+        "id": finding.pk, "rule": finding.rule.slug, "rule_title": catalogue_text(finding.rule.title),
+        "state": finding.state, "step": finding.step, "layer": finding.layer, "severity": finding.severity,
+        "summary": finding_summary(finding),
         "subject": finding.subject, "gpu_index": finding.gpu.index if finding.gpu else None,
         "responsible_party": finding.responsible_party, "responsibility_source": finding.responsibility_source,
-        "action_kind": finding.action_kind, "recommended_action": finding.recommended_action,
+        "action_kind": finding.action_kind, "recommended_action": finding_action(finding),
         "xid_policy_version": finding.xid_policy_version, "first_seen": finding.first_seen,
         "opened_at": finding.opened_at, "last_seen": finding.last_seen, "resolved_at": finding.resolved_at,
-        "resolution": finding.resolution, "evidence": finding.evidence,
+        "resolution": finding.resolution, "evidence": evidence_rendered(finding.evidence),
     }
 
 

@@ -26,11 +26,13 @@ def findings_route(*, findings: list[tuple[Finding, RuleDefinition]], facts: dic
         node = facts[finding.node_id]
         routing = route(layer=finding.layer, cells=matrices[node.id], delivery_form=node.delivery_form,
                         provider_name=providers.get(node.provider_id, ""),
-                        remedy=finding.evidence.get("remedy") or definition.remedy,
+                        remedy=(finding.evidence.get("remedy_msg") or finding.evidence.get("remedy")
+                                or definition.remedy),
                         provider_initiated=definition.provider_initiated,
                         escalated=bool(finding.evidence.get("escalated")))
         finding.responsible_party = routing.party
         finding.responsibility_source = routing.source
         finding.action_kind = routing.action_kind
         finding.recommended_action = routing.action
+        finding.action_msg = routing.as_dict()["action_msg"]
         finding.evidence["routing"] = routing.as_dict()

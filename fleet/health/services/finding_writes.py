@@ -11,8 +11,8 @@ from .finding_content import finding_content
 from .hysteresis import ChangeSet
 
 _REWRITE_FIELDS = ["state", "resolved_at", "resolution", "last_seen", "gpu", "layer", "severity", "summary",
-                   "evidence", "xid_policy_version", "responsible_party", "responsibility_source", "action_kind",
-                   "recommended_action", "updated_at"]
+                   "summary_msg", "evidence", "xid_policy_version", "responsible_party", "responsibility_source",
+                   "action_kind", "recommended_action", "action_msg", "updated_at"]
 
 
 def cycle_changes_write(*, changes: ChangeSet, now: datetime) -> list[Finding]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from fleet.core.i18n import as_json, text
+
 from ..choices import FindingState
 from ..models import Finding, HealthCondition, Rule
 from ..rules.base import Observation, RuleDefinition
@@ -82,7 +84,8 @@ class Hysteresis:
             if condition is None:
                 condition = HealthCondition(rule_id=row.pk, node_id=node.id, gpu_id=observation.gpu_id,
                                             subject=subject, first_true_at=now,
-                                            summary=observation.summary[:500])
+                                            summary=text(observation.summary)[:500],
+                                            summary_msg=as_json(observation.summary))
                 self.changes.conditions_new.append(condition)
             elif condition.first_false_at is not None:
                 condition.first_false_at = None
@@ -118,7 +121,8 @@ class Hysteresis:
         if condition is None:
             condition = HealthCondition(rule_id=row.pk, node_id=node_id, gpu_id=finding.gpu_id,
                                         subject=finding.subject, first_true_at=finding.first_seen,
-                                        first_false_at=now, summary=finding.summary)
+                                        first_false_at=now, summary=finding.summary,
+                                        summary_msg=finding.summary_msg)
             changes.conditions_new.append(condition)
         elif condition.first_false_at is None:
             condition.first_false_at = now

@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from fleet.health.choices import Severity, XidAction
 from fleet.health.models import Finding, Rule
+from fleet.health.texts import finding_summary
 from fleet.inventory.choices import BillingMode, DeliveryForm, Layer, Owner
 from fleet.inventory.models import GPU, Node
 
@@ -83,12 +84,16 @@ class StepRunSerializer(serializers.ModelSerializer):
 class LinkedFindingSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="finding.id")
     rule = serializers.CharField(source="finding.rule.slug")
-    summary = serializers.CharField(source="finding.summary")
+    summary = serializers.SerializerMethodField(help_text="In the request's language (Accept-Language)")
     state = serializers.CharField(source="finding.state")
     severity = serializers.CharField(source="finding.severity")
     node = serializers.IntegerField(source="finding.node_id")
     trigger = serializers.BooleanField()
     attached_at = serializers.DateTimeField()
+
+
+    def get_summary(self, link) -> str:
+        return finding_summary(link.finding)
 
 
 class BoundaryRowSerializer(serializers.Serializer):

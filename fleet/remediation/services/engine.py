@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.core.i18n import in_server_language
 from fleet.inventory.choices import NodeState
 from fleet.inventory.models import Node, Pool
 
@@ -450,6 +451,7 @@ def engine_check(incident: Incident, run: StepRun, *, now: datetime) -> tuple[bo
     return True, "", "", {}
 
 
+@in_server_language
 def evidence_capture(incident: Incident, run: StepRun, *, now: datetime) -> EvidenceBundle:
     existing = EvidenceBundle.objects.filter(incident=incident, step_index=run.step_index,
                                              source="control_plane").first()

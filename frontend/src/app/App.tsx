@@ -1,11 +1,14 @@
 import { QueryClientProvider, type QueryClient } from "@tanstack/react-query";
-import { useState } from "react";
+import { useEffect, useState } from "react";
+import { useTranslation } from "react-i18next";
 import { BrowserRouter } from "react-router";
 import { AppRoutes } from "./AppRoutes";
-import { createQueryClient } from "./queryClient";
+import { createQueryClient, refetchOnLanguageChange } from "./queryClient";
 
 export function App({ client }: { client?: QueryClient }) {
   const [queryClient] = useState(() => client ?? createQueryClient());
+  const { i18n } = useTranslation();
+  useEffect(() => refetchOnLanguageChange(queryClient, i18n), [queryClient, i18n]);
   return (
     <QueryClientProvider client={queryClient}>
       <BrowserRouter>

@@ -1,4 +1,5 @@
 import { QueryCache, QueryClient, type Query } from "@tanstack/react-query";
+import type { i18n as I18n } from "i18next";
 import { ApiError } from "@/shared/api/client";
 
 export const REFRESH_MS = 5_000;
@@ -27,4 +28,12 @@ export function createQueryClient(): QueryClient {
       mutations: { retry: false },
     },
   });
+}
+
+/** Server-written texts (finding summaries, actions, triage headlines, the rule catalogue) come in the language
+ * the request asked for: after a language switch every cached answer is stale and the shown ones refetch. */
+export function refetchOnLanguageChange(queryClient: QueryClient, i18n: I18n): () => void {
+  const refetch = () => void queryClient.invalidateQueries();
+  i18n.on("languageChanged", refetch);
+  return () => i18n.off("languageChanged", refetch);
 }

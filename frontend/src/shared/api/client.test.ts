@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import { fakeApi, reply } from "@/testing/render";
+import i18n from "../i18n/i18n";
 import { ApiError, asList, client, onUnauthorized, serializeQuery, unwrap } from "./client";
 
 describe("api client", () => {
@@ -14,6 +15,22 @@ describe("api client", () => {
     expect(fake.calls[0].url.pathname).toBe("/api/v1/nodes/7/series/");
     expect(fake.calls[0].url.search).toBe("?metric=a&metric=b&step=60");
     expect(fake.calls[0].headers.accept).toBe("application/json");
+  });
+
+  it("asks for the console's current language on every call, reads and writes", async () => {
+    const fake = fakeApi({ "GET /api/v1/me/": { id: 1 }, "POST /api/v1/tokens/": reply(201, { id: 2 }) });
+    await i18n.changeLanguage("en");
+    await unwrap(client.GET("/api/v1/me/"));
+    await i18n.changeLanguage("zh-CN");
+    try {
+      await unwrap(client.GET("/api/v1/me/"));
+      await unwrap(client.POST("/api/v1/tokens/", { body: { name: "x", write_enabled: false } }));
+    } finally {
+      await i18n.changeLanguage("en");
+    }
+    expect(fake.calls.map((call) => call.headers["accept-language"])).toEqual(["en", "zh-CN", "zh-CN"]);
+    // Links the browser follows itself (evidence downloads) carry the server's name of the language.
+    expect(document.cookie).toContain("django_language=en");
   });
 
   it("sends the CSRF cookie back on writes, never on reads", async () => {

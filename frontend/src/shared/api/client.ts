@@ -1,8 +1,9 @@
 // The one API client: openapi-fetch over the generated `paths`, so every path, path parameter, query
 // parameter, request body and response is typed by the server's OpenAPI schema. The shared behaviour lives
-// in middleware: same-origin cookies, the CSRF header on writes, one ApiError for every failure, and the
-// session-expiry signal on 401. Nothing else in the console calls fetch.
+// in middleware: same-origin cookies, the CSRF header on writes, the console's language, one ApiError for every
+// failure, and the session-expiry signal on 401. Nothing else in the console calls fetch.
 import createClient, { type Middleware } from "openapi-fetch";
+import i18n from "../i18n/i18n";
 import type { components, paths } from "./schema";
 
 export const API_BASE = "/api/v1";
@@ -108,6 +109,15 @@ const csrfMiddleware: Middleware = {
   },
 };
 
+/** The server writes findings, triage headlines, recommended actions and the rule catalogue in the language the
+ * request asks for: every call asks for the console's current language (en / zh-CN), read per call. */
+const languageMiddleware: Middleware = {
+  onRequest({ request }) {
+    request.headers.set("Accept-Language", i18n.language || "en");
+    return request;
+  },
+};
+
 /** Every failure becomes an ApiError thrown from the call, so a resolved call always carries its data and
  * TanStack Query sees one error type. A 401 also tells the app that the session is gone. */
 const errorMiddleware: Middleware = {
@@ -143,7 +153,7 @@ export const client = createClient<paths>({
   // Looked up per call, not captured once, so a stubbed fetch (tests) is honoured.
   fetch: (request: Request) => globalThis.fetch(request),
 });
-client.use(csrfMiddleware, errorMiddleware);
+client.use(languageMiddleware, csrfMiddleware, errorMiddleware);
 
 /** openapi-fetch answers `{data}` or `{error}`; the middleware has already thrown for every error, so
  * this only narrows the union to the data. Use it around every call: `unwrap(client.GET(...))`. */

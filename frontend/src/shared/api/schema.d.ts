@@ -4044,11 +4044,13 @@ export interface components {
             readonly step_number: number;
             readonly layer: components["schemas"]["LayerEnum"];
             readonly severity: components["schemas"]["SeverityEnum"];
+            /** @description In the request's language (Accept-Language; default English) */
             readonly summary: string;
             readonly responsible_party: components["schemas"]["OwnerEnum"];
             /** @description Where the boundary cell came from: default, provider, node */
             readonly responsibility_source: string;
             readonly action_kind: components["schemas"]["ActionKindEnum"];
+            /** @description In the request's language (Accept-Language; default English) */
             readonly recommended_action: string;
             readonly xid_policy_version: number | null;
             /**
@@ -4092,11 +4094,13 @@ export interface components {
             readonly step_number: number;
             readonly layer: components["schemas"]["LayerEnum"];
             readonly severity: components["schemas"]["SeverityEnum"];
+            /** @description In the request's language (Accept-Language; default English) */
             readonly summary: string;
             readonly responsible_party: components["schemas"]["OwnerEnum"];
             /** @description Where the boundary cell came from: default, provider, node */
             readonly responsibility_source: string;
             readonly action_kind: components["schemas"]["ActionKindEnum"];
+            /** @description In the request's language (Accept-Language; default English) */
             readonly recommended_action: string;
             readonly xid_policy_version: number | null;
             /**
@@ -4491,7 +4495,8 @@ export interface components {
         LinkedFinding: {
             id: number;
             rule: string;
-            summary: string;
+            /** @description In the request's language (Accept-Language) */
+            readonly summary: string;
             state: string;
             severity: string;
             node: number;

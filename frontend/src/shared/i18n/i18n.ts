@@ -23,10 +23,17 @@ export function initialLanguage(): LanguageCode {
   return browser?.toLowerCase().startsWith("zh") ? "zh-CN" : "en";
 }
 
+/** The server's name of a console language (Django's LANGUAGES): what its texts are rendered in. */
+export const SERVER_LANGUAGE: Record<LanguageCode, string> = { en: "en", "zh-CN": "zh-hans" };
+
 function applyLanguage(code: string): void {
   if (typeof document === "undefined") return;
   document.documentElement.lang = code;
   document.title = i18n.t("app.name");
+  // API calls send Accept-Language; links the browser follows itself (evidence and CSV downloads) carry this
+  // cookie, which Django's LocaleMiddleware reads first, so they come in the console's language too.
+  const server = SERVER_LANGUAGE[code as LanguageCode] ?? "en";
+  document.cookie = `django_language=${server}; path=/; SameSite=Lax`;
 }
 
 void i18n.use(initReactI18next).init({
