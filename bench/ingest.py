@@ -475,8 +475,9 @@ def main() -> None:
 
 def _in_process(args, redis_server) -> dict:
     """CPU per report of the request path in this process (Django's test client: no HTTP server, no client
-    threads), synchronous and queued, and of the writer draining the queued ones; with the CPU of this process's
-    own PostgreSQL backend and of the private Redis. `/healthz` the same way, as the baseline."""
+    threads): synchronous, queued through the general path (INGEST_FAST_LANE off) and queued through the fast
+    lane, and of the writer draining the queued ones; with the CPU of this process's own PostgreSQL backend and
+    of the private Redis. `/healthz` the same way, as the baseline."""
     import tempfile
 
     from django.test import Client, override_settings
@@ -519,17 +520,17 @@ def _in_process(args, redis_server) -> dict:
                     content_type="application/json", HTTP_AUTHORIZATION=f"Node {agent.credential}")
     healthz = measure(lambda: [client.get("/healthz") for _ in range(n)])
     out["healthz_cpu_ms_per_request"] = round(healthz["cpu_ms"] / n, 3)
-    for mode in ("synchronous", "queued"):
-        with override_settings(INGEST_QUEUE=mode == "queued"):
+    for mode in ("synchronous", "queued_general_path", "queued"):
+        queued = mode.startswith("queued")
+        with override_settings(INGEST_QUEUE=queued, INGEST_FAST_LANE=mode == "queued"):
             post_all(100)  # warm
-            Writer(block_ms=10).step() if mode == "queued" else None
-            while mode == "queued" and Writer(block_ms=10).step():
+            while queued and Writer(block_ms=10).step():
                 pass
             web = measure(lambda: post_all(n))
             row = {"web_cpu_ms_per_report": round(web["cpu_ms"] / n, 3),
                    "web_postgres_ms_per_report": round(web["postgres_ms"] / n, 3),
                    "web_redis_ms_per_report": round(web["redis_ms"] / n, 3)}
-            if mode == "queued":
+            if queued:
                 w = measure(lambda: _drain_in_process(Writer(block_ms=10)))
                 row.update(writer_cpu_ms_per_report=round(w["cpu_ms"] / n, 3),
                            writer_postgres_ms_per_report=round(w["postgres_ms"] / n, 3),
