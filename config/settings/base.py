@@ -227,9 +227,13 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Every periodic task, in one place. Each is a thin wrapper around a service of the same name.
+# The fleet cycle and the silence sweep expire after one interval: one that waited that long behind other tasks (a
+# slow cycle, a busy worker) is dropped, since the next one is already due, instead of running back to back with it.
+_HEALTH_EVAL_INTERVAL_S = env_int("HEALTH_EVAL_INTERVAL_S", 15)
 CELERY_BEAT_SCHEDULE: dict = {
-    "health-evaluate-fleet": {"task": "health.evaluate_fleet", "schedule": env_int("HEALTH_EVAL_INTERVAL_S", 15)},
-    "telemetry-mark-silent-nodes": {"task": "telemetry.mark_silent_nodes", "schedule": 15},
+    "health-evaluate-fleet": {"task": "health.evaluate_fleet", "schedule": _HEALTH_EVAL_INTERVAL_S,
+                              "options": {"expires": _HEALTH_EVAL_INTERVAL_S}},
+    "telemetry-mark-silent-nodes": {"task": "telemetry.mark_silent_nodes", "schedule": 15, "options": {"expires": 15}},
     "telemetry-rollup-history": {"task": "telemetry.rollup_history", "schedule": 300},
     "telemetry-prune-history": {"task": "telemetry.prune_history", "schedule": 3600},
     "telemetry-create-history-partitions": {"task": "telemetry.create_history_partitions", "schedule": 3600},
