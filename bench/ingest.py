@@ -328,6 +328,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16, help="client connections")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument("--web-threads", type=int, default=4,
+                        help="threads per gunicorn worker (gthread, as deployed; 1 = sync workers)")
+    parser.add_argument("--no-fast-lane", action="store_true",
+                        help="INGEST_FAST_LANE=false: queued reports take the general path (three Redis round trips)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--gzip", action="store_true")
     parser.add_argument("--rate", type=float, default=0,
@@ -386,10 +390,13 @@ def main() -> None:
            "INGEST_STREAM": f"bench:{uuid.uuid4().hex[:8]}", "INGEST_WRITER_BATCH": str(args.writer_batch)}
     if args.no_shed:
         env["WEB_QUEUE_MAX_MS"] = "0"
+    if args.no_fast_lane:
+        env["INGEST_FAST_LANE"] = "false"
     writers = [subprocess.Popen([sys.executable, "manage.py", "fleet_writer", "--consumer", f"bench-{n}"],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL) for n in range(args.writers)]
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{args.port}",
-                               "--workers", str(args.workers), "--backlog", "1024", "--log-level", "warning"],
+                               "--workers", str(args.workers), "--threads", str(args.web_threads), "--backlog", "1024",
+                               "--log-level", "warning"],
                               cwd=ROOT, env=env)
     try:
         for _ in range(300):  # until a worker answers (the master accepts connections before they have booted)
@@ -452,7 +459,8 @@ def main() -> None:
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
     print(json.dumps({
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(), "agents": args.agents,
-        "gpus_per_report": 8, "client_threads": args.threads, "gunicorn_workers": args.workers, "gzip": args.gzip,
+        "gpus_per_report": 8, "client_threads": args.threads, "gunicorn_workers": args.workers,
+        "threads_per_worker": args.web_threads, "fast_lane": not args.no_fast_lane, "gzip": args.gzip,
         "reports_per_request": args.batch, "offered_requests_per_s": args.rate or None,
         "requests": len(latencies), "reports": len(latencies) * args.batch,
         "errors": len(errors), "seconds": round(elapsed, 1),
