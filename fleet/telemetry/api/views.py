@@ -172,11 +172,11 @@ class _TooLarge(Exception):
 
 
 class ReportsView(APIView):
-    """A batch of agent reports. Idempotent on (node, agent instance, sequence).
+    """A batch of agent reports. Idempotent on (node, agent instance, sequence)."""
 
-    Nearly every request is one steady-state report from a node whose credential is cached: `_steady_report`
-    answers those without DRF's request wrapping, negotiation and exception machinery, in two Redis round trips
-    (services/admission.py). Whatever it cannot answer with a 200 it leaves to this view, untouched."""
+    # Nearly every request is one steady-state report from a node whose credential is cached: `_steady_report`
+    # answers those without DRF's request wrapping, negotiation and exception machinery, in two Redis round trips
+    # (services/admission.py). Whatever it cannot answer with a 200 it leaves to this view, untouched.
 
     @classmethod
     def as_view(cls, **initkwargs):
