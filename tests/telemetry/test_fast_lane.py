@@ -119,7 +119,7 @@ def _answers(client, body: bytes):
 
 
 @pytest.mark.parametrize("case", ["invalid", "wrong_node", "malformed", "two_instances", "unknown_credential",
-                                  "events", "not_a_batch"])
+                                  "events", "not_a_batch", "over_django_limit"])
 def test_what_the_fast_lane_does_not_answer_gets_the_general_paths_answer(one_redis, enroll, lane, case):
     agent = enroll()
     builder = _started(agent)
@@ -143,15 +143,17 @@ def test_what_the_fast_lane_does_not_answer_gets_the_general_paths_answer(one_re
     reports = report if isinstance(report, list) else [report]
     body = b"{not json" if case == "malformed" else json.dumps(
         reports if case == "not_a_batch" else {"reports": reports}).encode()
-    fast = _answers(client, body)
-    with override_settings(INGEST_FAST_LANE=False):
-        general = _answers(client, body)
+    limit = {"DATA_UPLOAD_MAX_MEMORY_SIZE": len(body) - 1} if case == "over_django_limit" else {}
+    with override_settings(**limit):
+        fast = _answers(client, body)
+        with override_settings(INGEST_FAST_LANE=False):
+            general = _answers(client, body)
     assert lane[1:] == [False, False]  # neither answered by the fast lane
     if case == "events":  # stored by the first; the second is a replay
         assert fast[0] == general[0] == 200 and general[1]["duplicates"] == 1
     else:
         assert fast == general
-        assert fast[0] in (400, 401, 403)
+        assert fast[0] in (400, 401, 403, 413)
 
 
 def test_redis_failing_under_the_fast_lane_leaves_the_request_to_the_general_path(one_redis, enroll, lane):

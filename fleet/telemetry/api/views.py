@@ -266,6 +266,12 @@ def _steady_report(request) -> HttpResponse | None:
     accept = request.META.get("HTTP_ACCEPT")
     if accept and not any(kind in accept for kind in _FAST_ACCEPT):
         return None  # DRF's negotiation decides (406)
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    if not 0 < length <= min(settings.AGENT_MAX_BODY_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE or length):
+        return None  # the view answers a body Django or the agent limit refuses, with its error
     started = time.perf_counter()
     now = timezone.now()
     throttle = NodeRateThrottle()
