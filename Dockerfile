@@ -10,7 +10,8 @@ COPY frontend/ ./
 RUN if [ -f package.json ]; then npm ci --no-audit --no-fund && npm run build; else mkdir -p dist; fi
 
 FROM base
-RUN useradd --system --home /var/lib/fleet --create-home fleet
+RUN useradd --system --home /var/lib/fleet --create-home fleet \
+    && install -d -o fleet -g fleet /var/lib/fleet/prometheus
 COPY pyproject.toml README.md ./
 COPY agents/ ./agents/
 COPY config/ ./config/

@@ -328,6 +328,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=16, help="client connections")
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument("--web-threads", type=int, default=4,
+                        help="threads per gunicorn worker (gthread, as deployed; 1 = sync workers)")
+    parser.add_argument("--no-fast-lane", action="store_true",
+                        help="INGEST_FAST_LANE=false: queued reports take the general path (three Redis round trips)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--gzip", action="store_true")
     parser.add_argument("--rate", type=float, default=0,
@@ -386,10 +390,13 @@ def main() -> None:
            "INGEST_STREAM": f"bench:{uuid.uuid4().hex[:8]}", "INGEST_WRITER_BATCH": str(args.writer_batch)}
     if args.no_shed:
         env["WEB_QUEUE_MAX_MS"] = "0"
+    if args.no_fast_lane:
+        env["INGEST_FAST_LANE"] = "false"
     writers = [subprocess.Popen([sys.executable, "manage.py", "fleet_writer", "--consumer", f"bench-{n}"],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL) for n in range(args.writers)]
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{args.port}",
-                               "--workers", str(args.workers), "--backlog", "1024", "--log-level", "warning"],
+                               "--workers", str(args.workers), "--threads", str(args.web_threads), "--backlog", "1024",
+                               "--log-level", "warning"],
                               cwd=ROOT, env=env)
     try:
         for _ in range(300):  # until a worker answers (the master accepts connections before they have booted)
@@ -452,7 +459,8 @@ def main() -> None:
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 100 else [float("nan")] * 99
     print(json.dumps({
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(), "agents": args.agents,
-        "gpus_per_report": 8, "client_threads": args.threads, "gunicorn_workers": args.workers, "gzip": args.gzip,
+        "gpus_per_report": 8, "client_threads": args.threads, "gunicorn_workers": args.workers,
+        "threads_per_worker": args.web_threads, "fast_lane": not args.no_fast_lane, "gzip": args.gzip,
         "reports_per_request": args.batch, "offered_requests_per_s": args.rate or None,
         "requests": len(latencies), "reports": len(latencies) * args.batch,
         "errors": len(errors), "seconds": round(elapsed, 1),
@@ -475,8 +483,9 @@ def main() -> None:
 
 def _in_process(args, redis_server) -> dict:
     """CPU per report of the request path in this process (Django's test client: no HTTP server, no client
-    threads), synchronous and queued, and of the writer draining the queued ones; with the CPU of this process's
-    own PostgreSQL backend and of the private Redis. `/healthz` the same way, as the baseline."""
+    threads): synchronous, queued through the general path (INGEST_FAST_LANE off) and queued through the fast
+    lane, and of the writer draining the queued ones; with the CPU of this process's own PostgreSQL backend and
+    of the private Redis. `/healthz` the same way, as the baseline."""
     import tempfile
 
     from django.test import Client, override_settings
@@ -519,17 +528,17 @@ def _in_process(args, redis_server) -> dict:
                     content_type="application/json", HTTP_AUTHORIZATION=f"Node {agent.credential}")
     healthz = measure(lambda: [client.get("/healthz") for _ in range(n)])
     out["healthz_cpu_ms_per_request"] = round(healthz["cpu_ms"] / n, 3)
-    for mode in ("synchronous", "queued"):
-        with override_settings(INGEST_QUEUE=mode == "queued"):
+    for mode in ("synchronous", "queued_general_path", "queued"):
+        queued = mode.startswith("queued")
+        with override_settings(INGEST_QUEUE=queued, INGEST_FAST_LANE=mode == "queued"):
             post_all(100)  # warm
-            Writer(block_ms=10).step() if mode == "queued" else None
-            while mode == "queued" and Writer(block_ms=10).step():
+            while queued and Writer(block_ms=10).step():
                 pass
             web = measure(lambda: post_all(n))
             row = {"web_cpu_ms_per_report": round(web["cpu_ms"] / n, 3),
                    "web_postgres_ms_per_report": round(web["postgres_ms"] / n, 3),
                    "web_redis_ms_per_report": round(web["redis_ms"] / n, 3)}
-            if mode == "queued":
+            if queued:
                 w = measure(lambda: _drain_in_process(Writer(block_ms=10)))
                 row.update(writer_cpu_ms_per_report=round(w["cpu_ms"] / n, 3),
                            writer_postgres_ms_per_report=round(w["postgres_ms"] / n, 3),

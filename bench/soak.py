@@ -43,6 +43,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "agents"))
 
 TARGET_P99_MS = 250
+# Threads per gunicorn worker, as compose, the Dockerfile and runstack run it (docs/deploy.md): a request waiting
+# on Redis' fsync holds a thread, not a whole worker.
+WEB_THREADS = 4
 TARGET_CYCLE_S = 2.0
 AGENT_TIMEOUT_S = 10.0
 
@@ -279,14 +282,21 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--interval", type=int, default=30, help="seconds between a node's reports")
     parser.add_argument("--minutes", type=float, default=10)
-    parser.add_argument("--warmup-minutes", type=float, default=2, help="left out of latency and memory checks")
+    parser.add_argument("--warmup-minutes", type=float, default=None,
+                        help="left out of latency and memory checks (default: 2, or a quarter of a shorter run)")
     parser.add_argument("--web-workers", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=WEB_THREADS,
+                        help="threads per gunicorn worker (gthread; 1 = sync workers)")
+    parser.add_argument("--appendfsync", choices=["always", "everysec"], default="always",
+                        help="Redis AOF fsync policy (always: an acknowledged report survives a host crash)")
     parser.add_argument("--writers", type=int, default=1)
     parser.add_argument("--celery-concurrency", type=int, default=1)
     parser.add_argument("--port", type=int, default=8790)
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/fleet_soak")
     parser.add_argument("--json", default="", help="also write the result to this file")
     args = parser.parse_args()
+    if args.warmup_minutes is None:
+        args.warmup_minutes = min(2.0, args.minutes / 4)
 
     _ensure_database(args.database_url)
     var_dir = ROOT / "var" / f"soak-{uuid.uuid4().hex[:8]}"
@@ -319,10 +329,10 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
 
     python = sys.executable
     start("redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "yes", "--appendfsync", "always", "--dir", str(var_dir / "redis")])
+                    "--appendonly", "yes", "--appendfsync", args.appendfsync, "--dir", str(var_dir / "redis")])
     time.sleep(0.5)
     start("web", [python, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{args.port}", "--workers",
-                  str(args.web_workers), "--backlog", "2048", "--log-level", "warning"])
+                  str(args.web_workers), "--threads", str(args.threads), "--backlog", "2048", "--log-level", "warning"])
     for n in range(args.writers):
         start(f"writer{n}", [python, "manage.py", "fleet_writer", "--consumer", f"soak-{n}"])
     start("worker", [python, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency",
@@ -360,9 +370,12 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
     warmup = args.warmup_minutes * 60
     steady = [latency for at, latency, status in client.results if at >= warmup and status == 200]
     failed: dict[str, int] = {}
-    for _, _, status in client.results:
+    failed_when: dict[str, list[float]] = {}  # scheduled offsets of the first and last failure of each kind
+    for at, _, status in client.results:
         if status != 200:
             failed[str(status)] = failed.get(str(status), 0) + 1
+            when = failed_when.setdefault(str(status), [at, at])
+            when[0], when[1] = min(when[0], at), max(when[1], at)
     reports = sum(1 for *_, status in client.results if status == 200)
     cycles = [float(m) for m in re.findall(rb"Task health\.evaluate_fleet\[[^\]]+\] succeeded in ([0-9.]+)s",
                                            (logs / "worker.log").read_bytes())]
@@ -373,9 +386,12 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
     result = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(), "nodes": args.nodes,
         "interval_s": args.interval, "minutes": args.minutes, "warmup_minutes": args.warmup_minutes,
-        "web_workers": args.web_workers, "writers": args.writers, "celery_concurrency": args.celery_concurrency,
+        "web_workers": args.web_workers, "threads_per_worker": args.threads, "appendfsync": args.appendfsync,
+        "writers": args.writers, "celery_concurrency": args.celery_concurrency,
         "setup_s": round(setup_s, 1), "requests": len(client.results), "reports_stored_ok": reports,
         "offered_reports_per_s": round(args.nodes / args.interval, 1), "failed": failed,
+        "failed_between_s": {k: [round(v[0], 1), round(v[1], 1)] for k, v in failed_when.items()},
+        "failed_after_warmup": sum(1 for at, _, status in client.results if status != 200 and at >= warmup),
         "ingest_after_warmup": latency, "health_cycles": len(cycles),
         "health_cycle_s": {"median": round(statistics.median(cycles), 2) if cycles else None,
                            "max": round(max(cycles), 2) if cycles else None},
@@ -397,8 +413,22 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
         "memory_flat": all(m.get("flat", True) for name, m in memory.items() if not name.startswith("postgres:")),
         "no_failed_requests": not failed,
     }
+    growing = sorted(name for name, m in memory.items() if not name.startswith("postgres:") and not m.get("flat", True))
+    shown = {
+        "ingest_p99_under_250ms": (f"p99 {latency.get('p99_ms')} ms (p50 {latency.get('p50_ms')} ms)", "< 250 ms"),
+        "no_node_falsely_silent": (f"{len(sampler.ever_silent)} nodes ever silent", "0"),
+        "rule_cycle_under_2s": (f"{len(cycles)} cycles, median {result['health_cycle_s']['median']} s, max "
+                                f"{result['health_cycle_s']['max']} s", "max < 2 s"),
+        "memory_flat": (f"growing: {', '.join(growing) or 'none'}", "flat after warm-up"),
+        "no_failed_requests": (f"{sum(failed.values())} of {len(client.results)} failed {failed or ''}", "0"),
+    }
     text = json.dumps(result, indent=2)
     print(text)
+    load = f"load average {result['load_average_before']} before, {result['load_average_after']} after"
+    print(f"\n{args.nodes} nodes every {args.interval} s for {args.minutes} min ({load}):", file=sys.stderr)
+    for name, ok in result["targets"].items():
+        figure, target = shown[name]
+        print(f"  {'PASS' if ok else 'FAIL'}  {name:24s} {figure}  (target {target})", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(text)
     sys.exit(0 if all(result["targets"].values()) else 1)

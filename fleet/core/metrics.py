@@ -4,7 +4,21 @@
 through PROMETHEUS_MULTIPROC_DIR when several web workers run).
 """
 
-from prometheus_client import Counter, Histogram
+import os
+import socket
+
+from prometheus_client import Counter, Histogram, values
+
+
+def _process_id() -> str:
+    """Names this process's files in PROMETHEUS_MULTIPROC_DIR: host and pid, because the folder may be shared by
+    containers (docker-compose: web, writer, worker), whose pid namespaces each start at 1."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+# Before the first metric is built (this module is imported before every other that defines one).
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    values.ValueClass = values.MultiProcessValue(_process_id)
 
 RATE_LIMIT_UNAVAILABLE = Counter(
     "fleet_rate_limit_unavailable_total",

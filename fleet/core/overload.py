@@ -15,7 +15,9 @@ capacity on answers nobody read while the agents sent everything again. This mid
 * When the queue stays up — no request found it empty for a second: overload, not a burst — the bound drops
   to `WEB_QUEUE_TARGET_MS` (500 ms), so the queue drains to that instead of sitting at 5 s for every
   request (the "controlled delay" idea from CoDel: tolerate bursts, not a standing queue). Served requests
-  then wait at most about that long and the rest learn quickly to come back later.
+  then wait at most about that long and the rest learn quickly to come back later. A process that had no
+  request in flight for that second was idle, not behind a queue: it counts as having found the queue empty
+  (otherwise the first burst after a quiet second, or after a worker's boot, met the lower bound).
 
 `/healthz`, `/readyz` and `/metrics` are never shed: probes and scrapes must see the server as it is.
 `WEB_QUEUE_MAX_MS=0` turns the middleware off.
@@ -84,6 +86,8 @@ class ShedWhenQueued:
         self.retry_after = str(max(1, int(retry_after_s)))
         self.header_key = ("HTTP_" + request_start_header.upper().replace("-", "_")) if request_start_header else ""
         self._empty_at = time.monotonic()  # the last time a request found the queue empty
+        self._in_flight = 0  # requests this process is handling (gthread: several)
+        self._idle_since = self._empty_at  # when the last one finished, while none is in flight
         self._lock = threading.Lock()
         self._logged_at = float("-inf")
         self._shed = 0
@@ -96,12 +100,22 @@ class ShedWhenQueued:
             return self.app(environ, start_response)
         metrics.QUEUE_SECONDS.observe(waited)
         now = time.monotonic()
-        if waited < EMPTY_BELOW_S:
-            self._empty_at = now
-        standing = now - self._empty_at > STANDING_AFTER_S
-        if waited <= (self.target_wait_s if standing else self.max_wait_s):
+        with self._lock:
+            if waited < EMPTY_BELOW_S or (not self._in_flight and now - self._idle_since > STANDING_AFTER_S):
+                self._empty_at = now
+            standing = now - self._empty_at > STANDING_AFTER_S
+            serve = waited <= (self.target_wait_s if standing else self.max_wait_s)
+            if serve:
+                self._in_flight += 1
+        if not serve:
+            return self._shed_response(environ, start_response, waited, standing)
+        try:
             return self.app(environ, start_response)
-        return self._shed_response(environ, start_response, waited, standing)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._idle_since = time.monotonic()
 
     def waited_s(self, environ) -> float | None:
         sock = environ.get("gunicorn.socket")

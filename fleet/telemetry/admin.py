@@ -5,10 +5,8 @@ from .models import (
     ChangeLogEntry,
     EnrollmentToken,
     Event,
-    GPUSampleRollup,
     GPUStatus,
     NodeCredential,
-    NodeSampleRollup,
     NodeStatus,
     ReceivingState,
     ReenrollmentApproval,
@@ -88,20 +86,8 @@ class _ReadOnlyHistoryAdmin(admin.ModelAdmin):
         return False
 
 
-# The raw history tables (NodeSample, GPUSample) have a composite primary key (owner, bucket), which the admin
-# cannot show; the node and GPU charts in the console read them. The rollups below stay browsable.
-
-
-@admin.register(NodeSampleRollup)
-class NodeSampleRollupAdmin(_ReadOnlyHistoryAdmin):
-    list_display = ("node", "bucket", "samples", "cpu_busy_pct", "gpu_util_avg_pct")
-    raw_id_fields = ("node",)
-
-
-@admin.register(GPUSampleRollup)
-class GPUSampleRollupAdmin(_ReadOnlyHistoryAdmin):
-    list_display = ("gpu", "bucket", "samples", "utilization_gpu_pct", "temperature_c_max")
-    raw_id_fields = ("gpu",)
+# The history tables (NodeSample, GPUSample and their 5-minute rollups) have a composite primary key (owner,
+# bucket), which the admin cannot show; the node and GPU charts in the console read them.
 
 
 @admin.register(ReceivingState)

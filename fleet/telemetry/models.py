@@ -242,10 +242,14 @@ class GPUSample(models.Model):
     clock_event_reasons_mask = models.BigIntegerField(null=True, help_text="Every reason seen in the bucket (OR)")
 
 
+# The rollups are laid out like the raw history: primary key (owner, bucket), which PostgreSQL partitions by day
+# on `bucket` (`services/partitions.py`, with a default partition for rows of a day without one), no foreign-key
+# constraint; retention drops whole day partitions.
 class NodeSampleRollup(models.Model):
     """5-minute aggregates of node history, kept for the long retention window."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    pk = models.CompositePrimaryKey("node", "bucket")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
     bucket = models.DateTimeField()
     samples = models.PositiveIntegerField()
     cpu_busy_pct = models.FloatField(null=True)
@@ -256,13 +260,10 @@ class NodeSampleRollup(models.Model):
     tcp_retrans_pct = models.FloatField(null=True)
     gpu_util_avg_pct = models.FloatField(null=True)
 
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["node", "bucket"], name="node_rollup_unique")]
-        indexes = [models.Index(fields=["bucket"])]
-
 
 class GPUSampleRollup(models.Model):
-    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="+")
+    pk = models.CompositePrimaryKey("gpu", "bucket")
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
     bucket = models.DateTimeField()
     samples = models.PositiveIntegerField()
     utilization_gpu_pct = models.FloatField(null=True)
@@ -273,10 +274,6 @@ class GPUSampleRollup(models.Model):
     power_draw_w = models.FloatField(null=True)
     sm_clock_mhz = models.IntegerField(null=True)
     ecc_volatile_uncorrected = models.BigIntegerField(null=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["gpu", "bucket"], name="gpu_rollup_unique")]
-        indexes = [models.Index(fields=["bucket"])]
 
 
 class Event(models.Model):

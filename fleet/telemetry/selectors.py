@@ -25,18 +25,36 @@ class SeriesError(ValueError):
         super().__init__(message)
 
 
+def _finite(value) -> bool:
+    return value is not None and math.isfinite(value)
+
+
 def _bucketed(rows, start: datetime, step: int) -> list[list]:
-    buckets: dict[int, list[float]] = defaultdict(list)
+    """Points [ISO time, mean, min, max] per `step`: the mean of the rows' means, the lowest of their minima and the
+    highest of their maxima (None where the rows carry no minimum or maximum, e.g. 5-minute rollups)."""
+    buckets: dict[int, list[list[float]]] = defaultdict(lambda: [[], [], []])
     base = int(start.timestamp())
-    for at, value in rows:
+    for at, value, low, high in rows:
         # Non-finite values cannot be rendered as JSON; the schema bounds every number now, but rows stored
         # before it did must not turn a chart into a server error.
-        if value is None or not math.isfinite(value):
+        if not _finite(value):
             continue
         slot = base + max(0, (int(at.timestamp()) - base) // step) * step
-        buckets[slot].append(value)
-    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(finite_mean(v), 3)]
-            for slot, v in sorted(buckets.items())]
+        means, lows, highs = buckets[slot]
+        means.append(value)
+        if _finite(low):
+            lows.append(low)
+        if _finite(high):
+            highs.append(high)
+    return [[datetime.fromtimestamp(slot, tz=start.tzinfo).isoformat(), round(finite_mean(means), 3),
+             round(min(lows), 3) if lows else None, round(max(highs), 3) if highs else None]
+            for slot, (means, lows, highs) in sorted(buckets.items())]
+
+
+def _columns(model, metric: str) -> list[str | None]:
+    """The metric's mean column and its min and max columns where the model keeps them (else None)."""
+    names = {f.name for f in model._meta.concrete_fields}
+    return [metric, *(f"{metric}_{bound}" if f"{metric}_{bound}" in names else None for bound in ("min", "max"))]
 
 
 def _series(*, raw_model, rollup_model, key: dict, metrics: list[str], allowed: list[str], start: datetime,
@@ -53,11 +71,18 @@ def _series(*, raw_model, rollup_model, key: dict, metrics: list[str], allowed: 
     # A raw row is a bucket (TELEMETRY_HISTORY_RESOLUTION_S) stamped with its start: the one holding `start`
     # belongs to the first point.
     since = history_bucket(start) if use_raw else start
+    columns = [_columns(model, metric) for metric in metrics]
+    fetched = sorted({c for group in columns for c in group if c})
+    index = {name: i + 1 for i, name in enumerate(fetched)}
     rows = list(model.objects.filter(**key, **{f"{time_field}__gte": since, f"{time_field}__lt": end})
-                .order_by(time_field).values_list(time_field, *metrics))
+                .order_by(time_field).values_list(time_field, *fetched))
+
+    def values(group):
+        return ((row[0], *(row[index[c]] if c else None for c in group)) for row in rows)
+
     return [{"metric": metric, "step": step, "source": "raw" if use_raw else "5m",
-             "points": _bucketed(((row[0], row[i + 1]) for row in rows), since, step)}
-            for i, metric in enumerate(metrics)]
+             "points": _bucketed(values(group), since, step)}
+            for metric, group in zip(metrics, columns, strict=True)]
 
 
 def node_series(*, node: Node, metrics: list[str], start: datetime, end: datetime, step: int,

@@ -102,6 +102,34 @@ def test_a_standing_queue_lowers_the_bound_to_the_target(monkeypatch):
     assert len(calls) == 5
 
 
+def test_a_process_idle_for_a_second_was_not_behind_a_standing_queue(monkeypatch):
+    """The first burst after a quiet second (or after a worker's boot) gets the burst bound, not the target."""
+    clock = [100.0]
+    monkeypatch.setattr(overload.time, "monotonic", lambda: clock[0])
+    app, calls = _app_calls()
+    middleware = ShedWhenQueued(app, max_wait_s=5.0, target_wait_s=0.5, retry_after_s=15)
+    clock[0] += 3.0  # booted, nothing to do for 3 s
+    assert _call(middleware, sock=_TcpInfo(2.0))[0] == "200 OK"
+    # Busy without a break (each request arrives as the last finishes, none found the queue empty): standing.
+    for _ in range(3):
+        clock[0] += 0.6
+        assert _call(middleware, sock=_TcpInfo(0.4))[0] == "200 OK"
+    assert _call(middleware, sock=_TcpInfo(2.0))[0].startswith("503")
+    # A request in flight keeps the process busy however long it takes: still standing.
+    inner = {}
+
+    def slow(environ, start_response):
+        clock[0] += 1.5
+        inner["answer"] = _call(middleware, sock=_TcpInfo(2.0))[0]
+        start_response("200 OK", [])
+        return [b""]
+
+    middleware.app = slow
+    _call(middleware, sock=_TcpInfo(0.1))
+    assert inner["answer"].startswith("503")
+    middleware.app = app
+    assert len(calls) == 4
+
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
 def test_probes_and_scrapes_are_never_shed(path):
     app, calls = _app_calls()
@@ -137,3 +165,16 @@ def test_a_trusted_proxys_request_start_header_counts_only_when_configured():
 def test_request_start_header_units(value, expected):
     waited = header_wait_s(value, 1800000002.5)
     assert waited == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_a_worker_compiles_the_report_validator_before_it_accepts():
+    """Loading the WSGI application (what each gunicorn worker does before accepting) compiles what the first
+    agent report would otherwise compile while the requests behind it wait long enough to be shed."""
+    import importlib
+
+    import config.wsgi
+    from fleet.telemetry import validation
+
+    validation._report_validator.cache_clear()
+    importlib.reload(config.wsgi)
+    assert validation._report_validator.cache_info().currsize == 1

@@ -178,7 +178,9 @@ def test_charts_read_minute_rows(enroll, viewer_api):
                                                              "start": (start + timedelta(seconds=20)).isoformat()})
     assert response.status_code == 200, response.content
     points = response.json()[0]["points"]
-    assert [value for _, value in points] == [1.5, 5.5]
+    assert [point[1] for point in points] == [1.5, 5.5]
+    # With the lowest and highest reading of each point's buckets alongside the mean.
+    assert [point[2:] for point in points] == [[0, 3], [4, 7]]
 
 
 def test_subnormal_readings_folded_into_a_stored_bucket_are_no_server_error(enroll):

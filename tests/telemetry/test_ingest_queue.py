@@ -15,7 +15,7 @@ from fleet.telemetry.models import AgentEpoch, Event, GPUSample, NodeSample, Nod
 from fleet.telemetry.services import stream
 from fleet.telemetry.services import writer as writer_module
 from fleet.telemetry.services.history import history_bucket
-from fleet.telemetry.services.ingest import MAX_SEQUENCE_GAPS, gaps_update
+from fleet.telemetry.services.ingest import MAX_SEQUENCE_GAPS, gaps_decode, gaps_update, in_gaps
 from fleet.telemetry.services.writer import Writer, entries_store
 from tests.processes import RedisServer
 from tests.telemetry.reports import ReportBuilder, gpu_entry, stored_reports
@@ -161,7 +161,7 @@ def test_reports_overtaken_while_redis_was_down_keep_their_history(queue, enroll
     assert "queued" not in agent.send(builder.report()).json()  # sequence 3 written in the request
     assert NodeStatus.objects.get(node_id=agent.node_id).sequence == 3
     # The batch jumped over sequence 2: the epoch remembers it as never stored.
-    assert AgentEpoch.objects.get(node_id=agent.node_id).gaps == [[2, 2]]
+    assert _ranges(AgentEpoch.objects.get(node_id=agent.node_id).gaps) == [[2, 2]]
     queue.start()  # the same port and directory: the stream comes back from the append-only file
     assert _stream_len() == 1
     (entry_id, fields), = stream.redis_client().xrange(stream.stream_name())
@@ -250,7 +250,7 @@ def test_a_later_entry_stored_first_leaves_a_gap_that_the_earlier_one_fills_once
     first, second = [stream.entry_decode(i, f) for i, f in _writer(consumer="slow").read()]
     assert entries_store([second]).stored == 1
     epoch = AgentEpoch.objects.get(node_id=agent.node_id)
-    assert (epoch.last_sequence, epoch.gaps) == (3, [[2, 2]])
+    assert (epoch.last_sequence, _ranges(epoch.gaps)) == (3, [[2, 2]])
 
     assert (entries_store([first]).stored, entries_store([first]).duplicates) == (1, 1)  # stored once, then a replay
     assert AgentEpoch.objects.get(node_id=agent.node_id).gaps == []
@@ -277,7 +277,7 @@ def test_sequences_an_agent_skips_are_remembered_boundedly(queue, enroll, monkey
     assert _drain(_writer(batch=1)) == skips
     epoch = AgentEpoch.objects.get(node_id=agent.node_id)
     # Gaps at 2, 4, ..., 2 * skips; the newest MAX_SEQUENCE_GAPS are kept.
-    assert epoch.gaps == [[s, s] for s in range(2 * (skips - MAX_SEQUENCE_GAPS + 1), 2 * skips + 1, 2)]
+    assert _ranges(epoch.gaps) == [[s, s] for s in range(2 * (skips - MAX_SEQUENCE_GAPS + 1), 2 * skips + 1, 2)]
     assert stored_reports(NodeSample, node_id=agent.node_id) == 1 + skips
 
     # A report inside a remembered gap is stored once; one in a gap that was let go counts as a replay.
@@ -355,12 +355,62 @@ def test_a_writer_batch_folds_many_reports_of_one_minute_of_many_nodes_in_one_st
     assert stream.stream_depth() == (0, 0)
 
 
+def _ranges(gaps) -> list[list[int]]:
+    """The gaps' sequence ranges, without the time each was recorded at."""
+    return [gap[:2] for gap in gaps]
+
+
 def test_gap_bookkeeping():
-    assert gaps_update([], 4, [5, 6]) == []
-    assert gaps_update([], 4, [7, 9]) == [[5, 6], [8, 8]]
-    assert gaps_update([], -1, [3]) == [[1, 2]]  # a new epoch: sequences start at 1
-    assert gaps_update([], -1, [1, 2]) == []
-    assert gaps_update([[5, 9]], 12, [], filled=[5, 7, 9]) == [[6, 6], [8, 8]]
-    assert gaps_update([[2, 2], [5, 6]], 8, [11], filled=[2]) == [[5, 6], [9, 10]]
-    many = gaps_update([], 0, list(range(2, 2 * (MAX_SEQUENCE_GAPS + 5), 2)))
+    now = datetime.now(UTC)
+
+    def update(gaps, last, stored, **kwargs):
+        return _ranges(gaps_update([[lo, hi, None] for lo, hi in gaps], last, stored, now=now, **kwargs))
+
+    assert update([], 4, [5, 6]) == []
+    assert update([], 4, [7, 9]) == [[5, 6], [8, 8]]
+    assert update([], -1, [3]) == [[1, 2]]  # a new epoch: sequences start at 1
+    assert update([], -1, [1, 2]) == []
+    assert update([[5, 9]], 12, [], filled=[5, 7, 9]) == [[6, 6], [8, 8]]
+    assert update([[2, 2], [5, 6]], 8, [11], filled=[2]) == [[5, 6], [9, 10]]
+    many = update([], 0, list(range(2, 2 * (MAX_SEQUENCE_GAPS + 5), 2)))
     assert len(many) == MAX_SEQUENCE_GAPS and many[-1] == [2 * (MAX_SEQUENCE_GAPS + 4) - 1] * 2
+
+
+def test_gaps_are_let_go_once_older_than_the_raw_retention(settings):
+    settings.TELEMETRY_RAW_RETENTION_HOURS = 24
+    now = datetime(2026, 12, 3, 12, tzinfo=UTC)
+    at = int(now.timestamp())
+    recorded = gaps_update([], 4, [7], now=now)
+    assert recorded == [[5, 6, at]]
+    # A split keeps its gap's time; a gap stored before gaps had one gets the time of this update.
+    assert gaps_update([[5, 9, at - 60], [11, 11, None]], 12, [], filled=[7], now=now) == [
+        [5, 6, at - 60], [8, 9, at - 60], [11, 11, at]]
+    # A day later the first is at the limit and kept; a second later it is let go, the newer one stays.
+    later = gaps_update([[5, 6, at], [8, 8, at + 3600]], 20, [], now=now + timedelta(days=1))
+    assert later == [[5, 6, at], [8, 8, at + 3600]]
+    assert gaps_update(later, 20, [], now=now + timedelta(days=1, seconds=1)) == [[8, 8, at + 3600]]
+    assert gaps_decode("[[5, 6]]") == [[5, 6, None]] and gaps_decode([[5, 6, at]]) == [[5, 6, at]]
+    assert in_gaps(6, [[5, 6, at]]) and not in_gaps(7, [[5, 6, at]])
+
+
+def test_a_report_in_an_expired_gap_counts_as_a_replay(queue, enroll, settings):
+    settings.TELEMETRY_RAW_RETENTION_HOURS = 1
+    agent = enroll()
+    builder = _started(agent)
+    builder.sequence += 1  # sequence 2 never sent (yet)
+    queue.stop()  # Redis down: written in the request, the epoch records the gap [2, 2]
+    assert agent.send(builder.report()).status_code == 200
+    epoch = AgentEpoch.objects.get(node_id=agent.node_id)
+    assert _ranges(epoch.gaps) == [[2, 2]]
+    # Two hours later (past the retention) the gap's time is moved back instead of waiting: sequence 2 arrives.
+    epoch.gaps = [[2, 2, epoch.gaps[0][2] - 2 * 3600]]
+    epoch.save(update_fields=["gaps"])
+    late = builder.report(sequence=2)
+    builder.sequence -= 1
+    response = agent.send(late)
+    assert response.status_code == 200 and response.json()["duplicates"] == 1
+    assert stored_reports(NodeSample, node_id=agent.node_id) == 2
+    # The next update of the epoch's gaps (a report jumping over sequence 4) stores it without the expired one.
+    builder.sequence += 1
+    assert agent.send(builder.report()).json()["accepted"] == 1
+    assert _ranges(AgentEpoch.objects.get(node_id=agent.node_id).gaps) == [[4, 4]]

@@ -50,3 +50,31 @@ def test_metrics_token_needs_the_bearer_scheme(settings, header):
 def test_metrics_bearer_scheme_is_case_insensitive(settings):
     settings.METRICS_TOKEN = "s3cret-scrape"
     assert Client().get("/metrics", HTTP_AUTHORIZATION="bearer s3cret-scrape").status_code == 200
+
+
+def test_the_writers_counters_reach_metrics_through_the_shared_multiprocess_folder(tmp_path):
+    """Separate processes (a writer, a web worker) sharing PROMETHEUS_MULTIPROC_DIR: the web's /metrics carries the
+    writer's counters, summed, and each process's files are named by host and pid (containers share the folder)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from django.conf import settings
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    setup = "import django; django.setup(); from fleet.telemetry import metrics; "
+    for stored in (3, 4):  # two writer processes
+        subprocess.run([sys.executable, "-c", setup + f"metrics.writer_batch(stored={stored}, duplicates=1, dead=0, "
+                        "seconds=0.05)"], env=env, cwd=settings.BASE_DIR, check=True, timeout=120)
+    assert all(p.name.split("_", 1)[1].startswith(socket.gethostname()) for p in tmp_path.glob("*.db"))
+    # What /metrics adds up in multiprocess mode (metrics.render), read from the folder here.
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(tmp_path))
+    families = _families(generate_latest(registry).decode())
+    stored = {s.labels["outcome"]: s.value for s in families["fleet_writer_reports"].samples
+              if s.name == "fleet_writer_reports_total"}
+    assert stored["stored"] == 7.0 and stored["duplicate"] == 2.0
+    assert families["fleet_writer_batches"].samples[0].value == 2.0

@@ -189,6 +189,8 @@ def _rollup(raw_model, rollup_model, key: str, avg_fields: tuple[str, ...], extr
         for j, (name, reducer) in enumerate(extra.items()):
             fields.update(reducer(name, columns[1 + len(avg_fields) + j]))
         objects.append(rollup_model(**{f"{key}_id": owner}, bucket=bucket, samples=sum(weights), **fields))
+    # Partitions of the buckets' days (PostgreSQL; a no-op once known to this process).
+    partitions.ensure_days({bucket.astimezone(UTC).date() for _, bucket in groups}, tables=partitions.ROLLUP_TABLES)
     update = [f.name for f in rollup_model._meta.concrete_fields if f.name not in ("id", key, "bucket")]
     for start in range(0, len(objects), 5000):
         rollup_model.objects.bulk_create(objects[start:start + 5000], update_conflicts=True,
@@ -237,10 +239,12 @@ def rollup_history(*, now: datetime) -> dict:
 
 
 def prune_history(*, now: datetime) -> dict:
-    """Drop raw history past the raw window, delete rollups past the long window and events past theirs.
+    """Drop raw history past the raw window, rollups past the long window and events past theirs.
 
     On PostgreSQL raw history goes a whole day partition at a time, once the day ended more than the window (plus
-    PRUNE_MARGIN) ago, so up to a day more than the window is kept; on SQLite its rows are deleted.
+    PRUNE_MARGIN) ago, so up to a day more than the window is kept; rollups go a whole day partition at a time
+    once the day ended before their window (and rows past it are deleted from their default partition); on
+    SQLite rows are deleted.
     """
     raw_cutoff = now - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
     rollup_cutoff = now - timedelta(days=settings.TELEMETRY_ROLLUP_RETENTION_DAYS)
@@ -249,15 +253,21 @@ def prune_history(*, now: datetime) -> dict:
         dropped = partitions.drop_before(raw_cutoff - PRUNE_MARGIN)
         raw = {"node_sample_partitions": dropped[NodeSample._meta.db_table],
                "gpu_sample_partitions": dropped[GPUSample._meta.db_table]}
+        # Rollups likewise a whole day at a time, and what the default partition holds past the window.
+        dropped = partitions.drop_before(rollup_cutoff, tables=partitions.ROLLUP_TABLES)
+        rollups = {"node_rollup_partitions": dropped[NodeSampleRollup._meta.db_table],
+                   "gpu_rollup_partitions": dropped[GPUSampleRollup._meta.db_table]}
+        with connection.cursor() as cursor:
+            for name, model in (("node_rollups", NodeSampleRollup), ("gpu_rollups", GPUSampleRollup)):
+                table = partitions.default_name(model._meta.db_table)
+                cursor.execute(f"DELETE FROM {table} WHERE bucket < %s", [rollup_cutoff])  # noqa: S608 (constant)
+                rollups[name] = cursor.rowcount
     else:
         raw = {"node_samples": NodeSample.objects.filter(at__lt=raw_cutoff).delete()[0],
                "gpu_samples": GPUSample.objects.filter(at__lt=raw_cutoff).delete()[0]}
-    return {
-        **raw,
-        "node_rollups": NodeSampleRollup.objects.filter(bucket__lt=rollup_cutoff).delete()[0],
-        "gpu_rollups": GPUSampleRollup.objects.filter(bucket__lt=rollup_cutoff).delete()[0],
-        "events": Event.objects.filter(at__lt=event_cutoff).delete()[0],
-    }
+        rollups = {"node_rollups": NodeSampleRollup.objects.filter(bucket__lt=rollup_cutoff).delete()[0],
+                   "gpu_rollups": GPUSampleRollup.objects.filter(bucket__lt=rollup_cutoff).delete()[0]}
+    return {**raw, **rollups, "events": Event.objects.filter(at__lt=event_cutoff).delete()[0]}
 
 
 def create_history_partitions(*, now: datetime) -> dict:

@@ -20,8 +20,10 @@ advance it only when their batch continues the last sequence without a hole, and
 the general path. A report at or below `last_sequence` is stored only when its sequence lies in a recorded gap,
 in the transaction that takes it out of the gap: its history and events, not the latest status (which is
 newer). Anything else at or below `last_sequence` is a replay. An agent may skip sequences for good (a report
-set aside as poison, a spool that dropped its oldest); such a gap is never filled, so the list is bounded
-(`MAX_SEQUENCE_GAPS`, the newest kept).
+set aside as poison, a spool that dropped its oldest); such a gap is never filled, so the list is bounded by
+count (`MAX_SEQUENCE_GAPS`, the newest kept) and by age: each gap is kept as [first, last, recorded at (Unix
+seconds)] and let go once older than the raw history's retention (`TELEMETRY_RAW_RETENTION_HOURS`), when
+whatever history its late reports carried would be pruned anyway; such a report then counts as a replay.
 
 Rows are written set-based (`fleet.core.rowsets`: one statement per table, the rows as one JSON parameter).
 The hot path deliberately avoids ORM querysets: compiling a query cost more CPU than running it.
@@ -169,7 +171,7 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
                                            ignore_conflicts=True)
             rows = rowsets.fetch_all(_sql_epoch_lock(), node_id, instance_id)
         epoch_id, last_sequence, stored_gaps = rows[0][:3]
-        gaps = gaps_decode(stored_gaps)
+        gaps = gaps_update(gaps_decode(stored_gaps), last_sequence, [], now=now)  # without the expired ones
         fresh = [r for r in reports if r["sequence"] > last_sequence]
         # Never stored although at or below the acknowledged sequence (module docstring): stored now, all but
         # the latest status (which is newer).
@@ -192,7 +194,7 @@ def _ingest(node_id: int, instance_id: str, reports: list[dict], now: datetime) 
         writes = _status_writes(node_id, instance_id, fresh, gpu_ids, now, late=late,
                                 inventory=inventory_reports[-1]["inventory"] if inventory_reports else None)
         new_gaps = gaps_update(gaps, last_sequence, [r["sequence"] for r in fresh],
-                               filled=[r["sequence"] for r in late])
+                               filled=[r["sequence"] for r in late], now=now)
         writes.append(rowsets.statement(_sql_epoch_ack(), fresh[-1]["sequence"] if fresh else last_sequence,
                                         connection.ops.adapt_datetimefield_value(now), gaps_encode(new_gaps),
                                         epoch_id))
@@ -271,41 +273,47 @@ def contiguous(reports: list[dict]) -> bool:
     return reports[-1]["sequence"] - reports[0]["sequence"] == len(reports) - 1
 
 
-def gaps_decode(value) -> list[list[int]]:
-    """The stored gaps ([first, last] pairs, ascending): the column's JSON as the driver hands it back."""
+def gaps_decode(value) -> list[list]:
+    """The stored gaps ([first, last, recorded at] ascending): the column's JSON as the driver hands it back. A gap
+    stored before gaps had a time gets None, and the time of the next update that keeps it."""
     if isinstance(value, str | bytes):
         value = orjson.loads(value)
-    return [[int(lo), int(hi)] for lo, hi in value or []]
+    return [[int(gap[0]), int(gap[1]), int(gap[2]) if len(gap) > 2 and gap[2] is not None else None]
+            for gap in value or []]
 
 
 def gaps_encode(gaps: list[list[int]]) -> str:
     return orjson.dumps(gaps).decode()
 
 
-def in_gaps(sequence: int, gaps: list[list[int]]) -> bool:
-    return any(lo <= sequence <= hi for lo, hi in gaps)
+def in_gaps(sequence: int, gaps: list[list]) -> bool:
+    return any(gap[0] <= sequence <= gap[1] for gap in gaps)
 
 
-def gaps_update(gaps: list[list[int]], last_sequence: int, stored: list[int], *,
-                filled: list[int] = ()) -> list[list[int]]:
+def gaps_update(gaps: list[list], last_sequence: int, stored: list[int], *, filled: list[int] = (),
+                now: datetime) -> list[list]:
     """The gaps after storing the sequences `stored` (ascending, all above `last_sequence`) and `filled` (each
-    inside a gap): every hole the epoch jumps over is added, filled sequences are taken out (splitting their
-    gap), and only the newest MAX_SEQUENCE_GAPS are kept. Sequences start at 1."""
+    inside a gap) at `now`: every hole the epoch jumps over is added (recorded now), filled sequences are taken out
+    (splitting their gap, which keeps its time), gaps older than the raw history's retention are let go, and only
+    the newest MAX_SEQUENCE_GAPS are kept. Sequences start at 1."""
+    at = int(now.timestamp())
+    oldest = at - settings.TELEMETRY_RAW_RETENTION_HOURS * 3600
     out = []
     taken = sorted(filled)
-    for lo, hi in gaps:
+    for lo, hi, recorded in gaps:
+        recorded = at if recorded is None else recorded
         for sequence in (s for s in taken if lo <= s <= hi):
             if sequence > lo:
-                out.append([lo, sequence - 1])
+                out.append([lo, sequence - 1, recorded])
             lo = sequence + 1
         if lo <= hi:
-            out.append([lo, hi])
+            out.append([lo, hi, recorded])
     previous = max(last_sequence, 0)
     for sequence in stored:
         if sequence > previous + 1:
-            out.append([previous + 1, sequence - 1])
+            out.append([previous + 1, sequence - 1, at])
         previous = sequence
-    return out[-MAX_SEQUENCE_GAPS:]
+    return [gap for gap in out if gap[2] >= oldest][-MAX_SEQUENCE_GAPS:]
 
 
 @cache

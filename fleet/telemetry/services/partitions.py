@@ -1,4 +1,4 @@
-"""Daily partitions of the raw history tables on PostgreSQL.
+"""Daily partitions of the history tables on PostgreSQL: the raw history and the 5-minute rollups.
 
 `telemetry_nodesample` and `telemetry_gpusample` are partitioned by range on `at`, one partition per UTC day,
 named `<table>_pYYYYMMDD`. There is no default partition: a row must find its day's partition, so
@@ -12,6 +12,14 @@ Retention (`drop_before`) detaches a whole expired partition with `DETACH PARTIT
 no lock that blocks inserts into the other partitions, and then drops it (a lock on that partition only). Inside
 a transaction block (tests) the plain DETACH is used. A detach interrupted half-way is finalised on the next run,
 a detached partition that was not dropped is dropped. Without a default partition CONCURRENTLY is allowed.
+
+The rollups (`telemetry_nodesamplerollup`, `telemetry_gpusamplerollup`, `ROLLUP_TABLES`) are partitioned the same
+way on `bucket`, for the rollup retention window (TELEMETRY_ROLLUP_RETENTION_DAYS) and the days ahead; the
+rollup task makes the partitions of the days it writes. They also have a default partition
+(`<table>_default`), so a rollup row whose day has no partition yet (one written outside the rollup task)
+is kept rather than refused; retention deletes from it what is past the window. A table with a default partition
+cannot detach one CONCURRENTLY, so the rollups' whole days are detached plainly: a short lock on the parent,
+which only the rollup task and the charts use.
 
 SQLite keeps plain tables; every function here does nothing there.
 """
@@ -28,10 +36,11 @@ from django.db import DatabaseError, connection, transaction
 logger = logging.getLogger(__name__)
 
 TABLES = ("telemetry_nodesample", "telemetry_gpusample")
+ROLLUP_TABLES = ("telemetry_nodesamplerollup", "telemetry_gpusamplerollup")
 # Partitions are rebuilt with room for the minute's later reports on the same page, so folding a report into
 # its bucket is a HOT update (no index write).
 FILLFACTOR = 70
-_NAME = re.compile(r"^(?P<table>telemetry_(?:node|gpu)sample)_p(?P<day>\d{8})$")
+_NAME = re.compile(r"^(?P<table>telemetry_(?:node|gpu)sample(?:rollup)?)_p(?P<day>\d{8})$")
 _known: set[tuple[str, date]] = set()
 
 
@@ -53,16 +62,21 @@ def partition_name(table: str, day: date) -> str:
     return f"{table}_p{day:%Y%m%d}"
 
 
+def default_name(table: str) -> str:
+    return f"{table}_default"
+
+
 def _day(moment: datetime) -> date:
     return moment.astimezone(UTC).date()
 
 
-def ensure_days(days: Iterable[date], *, using=None) -> int:
-    """Make sure every history table has a partition for each day. Returns how many were created."""
+def ensure_days(days: Iterable[date], *, tables: tuple[str, ...] = TABLES, using=None) -> int:
+    """Make sure each of `tables` (the raw history unless told) has a partition for each day. Returns how many
+    were created."""
     using = using or connection
     if not supported(using):
         return 0
-    missing = sorted({(table, day) for day in days for table in TABLES} - _known)
+    missing = sorted({(table, day) for day in days for table in tables} - _known)
     created = 0
     for table, day in missing:
         if not _exists(using, partition_name(table, day)):
@@ -71,15 +85,19 @@ def ensure_days(days: Iterable[date], *, using=None) -> int:
     return created
 
 
-def ensure_range(first: datetime, last: datetime, *, using=None) -> int:
+def ensure_range(first: datetime, last: datetime, *, tables: tuple[str, ...] = TABLES, using=None) -> int:
     start, end = _day(first), _day(last)
-    return ensure_days((start + timedelta(days=i) for i in range((end - start).days + 1)), using=using)
+    return ensure_days((start + timedelta(days=i) for i in range((end - start).days + 1)), tables=tables,
+                       using=using)
 
 
 def ensure_window(*, now: datetime) -> int:
-    """The periodic task: partitions from the start of the raw window to TELEMETRY_PARTITIONS_AHEAD_DAYS ahead."""
-    first = now - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS)
-    return ensure_range(first, now + timedelta(days=settings.TELEMETRY_PARTITIONS_AHEAD_DAYS))
+    """The periodic task: partitions from the start of each retention window (raw history, rollups) to
+    TELEMETRY_PARTITIONS_AHEAD_DAYS ahead."""
+    ahead = now + timedelta(days=settings.TELEMETRY_PARTITIONS_AHEAD_DAYS)
+    raw = ensure_range(now - timedelta(hours=settings.TELEMETRY_RAW_RETENTION_HOURS), ahead)
+    return raw + ensure_range(now - timedelta(days=settings.TELEMETRY_ROLLUP_RETENTION_DAYS), ahead,
+                              tables=ROLLUP_TABLES)
 
 
 def _exists(using, name: str) -> bool:
@@ -95,8 +113,17 @@ def _create(using, table: str, day: date) -> int:
     try:
         # A savepoint: two processes racing to create the same partition must not abort the caller's transaction.
         with transaction.atomic(using=using.alias), using.cursor() as cursor:
-            cursor.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {table} FOR VALUES {bounds} "
-                           f"WITH (fillfactor = {FILLFACTOR})")
+            if table in ROLLUP_TABLES:
+                # Rows of this day that went to the default partition move to the new one, which is then attached
+                # (attaching checks that the default keeps no row of its range).
+                end = start + timedelta(days=1)
+                cursor.execute(f"CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+                cursor.execute(f"WITH moved AS (DELETE FROM {default_name(table)} WHERE bucket >= %s "  # noqa: S608
+                               f"AND bucket < %s RETURNING *) INSERT INTO {name} SELECT * FROM moved", [start, end])
+                cursor.execute(f"ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES {bounds}")
+            else:
+                cursor.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {table} FOR VALUES {bounds} "
+                               f"WITH (fillfactor = {FILLFACTOR})")
     except DatabaseError:
         if not _exists(using, name):
             raise
@@ -115,7 +142,9 @@ def partitions(*, using=None) -> list[dict]:
             "SELECT c.relname, p.relname, i.inhdetachpending FROM pg_class c "
             "LEFT JOIN pg_inherits i ON i.inhrelid = c.oid LEFT JOIN pg_class p ON p.oid = i.inhparent "
             "WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace "
-            "AND (c.relname LIKE 'telemetry\\_nodesample\\_p%%' OR c.relname LIKE 'telemetry\\_gpusample\\_p%%')")
+            "AND (c.relname LIKE 'telemetry\\_nodesample\\_p%%' OR c.relname LIKE 'telemetry\\_gpusample\\_p%%' "
+            "OR c.relname LIKE 'telemetry\\_nodesamplerollup\\_p%%' "
+            "OR c.relname LIKE 'telemetry\\_gpusamplerollup\\_p%%')")
         rows = cursor.fetchall()
     found = []
     for name, parent, pending in rows:
@@ -127,15 +156,19 @@ def partitions(*, using=None) -> list[dict]:
     return sorted(found, key=lambda p: (p["day"], p["table"]))
 
 
-def drop_before(cutoff: datetime, *, using=None, timings: dict | None = None) -> dict[str, int]:
-    """Drop every partition whose whole day lies before `cutoff`. Returns dropped partitions per table.
+def drop_before(cutoff: datetime, *, tables: tuple[str, ...] = TABLES, using=None,
+                timings: dict | None = None) -> dict[str, int]:
+    """Drop every partition of `tables` (the raw history unless told) whose whole day lies before `cutoff`.
+    Returns dropped partitions per table.
 
     `timings`, when given, collects the seconds spent detaching and dropping (bench/retention.py)."""
     using = using or connection
-    dropped = dict.fromkeys(TABLES, 0)
+    dropped = dict.fromkeys(tables, 0)
     if not supported(using):
         return dropped
     for part in partitions(using=using):
+        if part["table"] not in tables:
+            continue
         if datetime.combine(part["day"] + timedelta(days=1), time.min, UTC) > cutoff:
             continue
         table, name = part["table"], part["name"]
@@ -144,7 +177,8 @@ def drop_before(cutoff: datetime, *, using=None, timings: dict | None = None) ->
             if part["detach_pending"]:
                 cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {name} FINALIZE")
             elif part["attached"]:
-                mode = "" if using.in_atomic_block else " CONCURRENTLY"
+                # Not CONCURRENTLY inside a transaction block, nor where the table has a default partition.
+                mode = "" if using.in_atomic_block or table in ROLLUP_TABLES else " CONCURRENTLY"
                 cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {name}{mode}")
             detached = perf_counter()
             cursor.execute(f"DROP TABLE {name}")

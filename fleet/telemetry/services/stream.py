@@ -99,15 +99,20 @@ def reports_accept(*, node_id: int, reports: list[dict], now: datetime) -> Inges
     instance_id = batch_instance(node_id, reports)
     if queue_enabled():
         if is_steady(reports) and _enqueue(node_id, reports, now):
-            unique = len({r["sequence"] for r in reports})
-            metrics.reports_queued(unique)
-            return IngestResult(acked_sequence=reports[-1]["sequence"], agent_instance_id=instance_id,
-                                accepted=unique, duplicates=len(reports) - unique, queued=True)
+            return queued_result(instance_id, reports)
         # Written here: the node's queued reports first, as they are older (unless Redis is down: then the epoch
         # records the sequences this batch jumps over, and the writer stores those reports when it gets to them,
         # services/ingest.py).
         _write_queued_first(node_id)
     return reports_ingest(node_id=node_id, reports=reports, now=now)
+
+
+def queued_result(instance_id: str, reports: list[dict]) -> IngestResult:
+    """The answer to a batch now durable in the stream (sorted by sequence)."""
+    unique = len({r["sequence"] for r in reports})
+    metrics.reports_queued(unique)
+    return IngestResult(acked_sequence=reports[-1]["sequence"], agent_instance_id=instance_id,
+                        accepted=unique, duplicates=len(reports) - unique, queued=True)
 
 
 def _enqueue(node_id: int, reports: list[dict], now: datetime) -> bool:
