@@ -157,10 +157,19 @@ def test_killed_writers_and_a_restarted_redis_lose_nothing_and_store_nothing_twi
                     blocker.close()
 
             with _writer("a2", tmp_path, env) as a2:
-                # 2. Killed between its commit and its XACK: Redis takes no writes for a moment.
-                fleet.round()
-                wait_for(lambda: _consumer_pending(server, stream, "a2") > 0, what="writer a2 to read a batch")
-                _redis(server).execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+                # 2. Killed between its commit and its XACK: Redis takes no writes for a moment. The pause must land
+                # while a2 holds unacknowledged entries; a2 may read, store and acknowledge a whole round before it
+                # does (a fast writer, a slow test process): that round is then stored, and another round tries.
+                for _ in range(5):
+                    fleet.round()
+                    wait_for(lambda: _consumer_pending(server, stream, "a2") > 0, what="writer a2 to read a batch")
+                    _redis(server).execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+                    if _consumer_pending(server, stream, "a2") > 0:
+                        break
+                    _redis(server).execute_command("CLIENT", "UNPAUSE")
+                    wait_for(lambda: _drained(server, stream), timeout=60, what="the round to be stored")
+                else:
+                    pytest.fail("writer a2 acknowledged every round before Redis paused")
                 # a2 commits, then waits to acknowledge (the pause holds its XACK); a loaded box may take a while.
                 wait_for(lambda: AgentEpoch.objects.filter(last_sequence=fleet.agents[0][2].sequence).exists(),
                          timeout=15, what="writer a2 to commit its batch", interval=0.05)
