@@ -414,3 +414,27 @@ def test_a_report_in_an_expired_gap_counts_as_a_replay(queue, enroll, settings):
     builder.sequence += 1
     assert agent.send(builder.report()).json()["accepted"] == 1
     assert _ranges(AgentEpoch.objects.get(node_id=agent.node_id).gaps) == [[4, 4]]
+
+
+def test_a_lagging_writer_makes_silence_late_never_false(queue):
+    """A node's last report received 2 min ago (interval 30 s) is silent, unless the writer has not yet stored
+    what arrived since: then the sweep judges as of the oldest report still queued, and flags it once the stream
+    is drained (by then its next report would have cleared it, had it sent one)."""
+    from fleet.telemetry.services.silence import mark_silent_nodes
+    from tests.health.factories import healthy_node
+
+    now = datetime.now(UTC)
+    node = healthy_node(gpus=1, at=now - timedelta(seconds=120))
+    NodeStatus.objects.filter(node=node).update(interval_s=30)
+    client = stream.redis_client()
+    client.xadd(stream.stream_name(), {"n": 999999, "t": (now - timedelta(seconds=150)).isoformat(),
+                                       "r": b'[{"sequence": 1}]'})
+    assert stream.written_through(now) == now - timedelta(seconds=150)
+
+    assert mark_silent_nodes(now=now)["silent"] == 0  # judged as of 150 s ago: its report then was not due yet
+    assert not NodeStatus.objects.get(node=node).silent
+
+    client.delete(stream.stream_name())  # the writer caught up: nothing queued
+    assert stream.written_through(now) == now
+    assert mark_silent_nodes(now=now)["node_ids"] == [node.pk]
+    assert NodeStatus.objects.get(node=node).silent

@@ -18,6 +18,10 @@ receiving:
 
 A node whose last report carried a reclaim notice is judged alone: its silence is explained (billing then
 confirms the preemption), even when a whole spot pool is reclaimed at once.
+
+With the ingest queue, a report the server received may still wait in the stream for a writer. The sweep then
+judges as of the arrival of the oldest report still queued (`stream.written_through`): everything before that is
+stored, so a writer that lags makes silence late by its lag, never false.
 """
 
 import logging
@@ -29,6 +33,7 @@ from fleet_agent.protocol import RECLAIM_NOTICE_KINDS
 
 from ..models import NodeStatus, ReceivingState
 from ..signals import nodes_went_silent
+from .stream import written_through
 
 logger = logging.getLogger(__name__)
 SILENT_AFTER_INTERVALS = 2
@@ -44,12 +49,16 @@ AGENT_BACKOFF_CAP_S = 300
 
 def mark_silent_nodes(*, now: datetime) -> dict:
     """Flag nodes whose last report is older than 2× their interval, counted only while the server was receiving;
-    ingestion clears the flag."""
+    ingestion clears the flag. Judged as of the time up to which every received report is stored."""
+    judged_at = written_through(now)
+    if now - judged_at > timedelta(seconds=60):
+        logger.warning("the ingest writers are %.0f s behind: silence is judged as of %s", (now - judged_at)
+                       .total_seconds(), judged_at.isoformat())
     with transaction.atomic():
         state, _ = ReceivingState.objects.select_for_update().get_or_create(pk=1)
         rows = list(NodeStatus.objects.values_list("node_id", "received_at", "interval_s", "silent", "notice_kind"))
-        _track_receiving(state, rows, now)
-        newly_silent = _newly_silent(state, rows, now)
+        _track_receiving(state, rows, judged_at)
+        newly_silent = _newly_silent(state, rows, judged_at)
         state.swept_at = now
         state.save()
         if newly_silent:

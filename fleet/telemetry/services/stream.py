@@ -23,7 +23,7 @@ file before it replies to XADD.
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 
 import orjson
@@ -191,6 +191,27 @@ def _text(value) -> str:
 def _id_order(entry_id) -> tuple[int, int]:
     ms, _, seq = _text(entry_id).partition("-")
     return int(ms), int(seq or 0)
+
+
+def written_through(now: datetime) -> datetime:
+    """Every report received before this time is stored: the arrival time of the oldest entry still in the
+    stream (a writer deletes what it has stored), or `now` when the stream is empty, off or unreachable (then
+    reports are written in the request). The silence sweep judges as of this time, so a writer that lags behind
+    makes silence late, never false."""
+    if not queue_enabled():
+        return now
+    try:
+        oldest = redis_client().xrange(stream_name(), count=1)
+    except STREAM_ERRORS:
+        return now
+    if not oldest:
+        return now
+    entry_id, fields = oldest[0]
+    entry = entry_decode(entry_id, fields)
+    if entry is not None:
+        return min(now, entry.received_at)
+    ms, _ = _id_order(entry_id)
+    return min(now, datetime.fromtimestamp(ms / 1000, tz=UTC))
 
 
 def stream_depth() -> tuple[int, int]:
