@@ -233,23 +233,29 @@ class ReportsView(StrictQueryParamsMixin, APIView):
         except ValueError as exc:
             metrics.reports_rejected("invalid")
             raise ValidationError({"reports": [str(exc)]}) from None
-        # What higher apps add to the answer (the executors' action channel: outcomes in the batch are recorded,
-        # open actions ride the answer), registered with `report_answer_register`.
-        actions = {}
-        for hook in REPORT_ANSWER_HOOKS:
-            actions.update(hook(node_id=request.user.node_id, signing_key=request.user.action_key,
-                                actions_open=request.user.actions_open, reports=reports, now=now))
-        # Queued reports count as stored when a writer has stored them (fleet_writer_reports_total).
-        metrics.reports_accepted(0 if result.queued else result.accepted, result.duplicates,
-                                 time.perf_counter() - started)
-        body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
-                "accepted": result.accepted, "duplicates": result.duplicates, **actions}
-        if any(result.dropped.values()):
-            metrics.items_dropped(result.dropped)
-            body["dropped"] = result.dropped
-        if result.queued:
-            body["queued"] = True
-        return Response(body)
+        return Response(_answer_body(result=result, principal=request.user, reports=reports, now=now,
+                                     started=started))
+
+
+def _answer_body(*, result, principal, reports: list[dict], now, started: float) -> dict:
+    """The answer to an accepted batch, on either path (the fast lane's must be the view's, byte for byte)."""
+    # What higher apps add to the answer (the executors' action channel: outcomes in the batch are recorded,
+    # open actions ride the answer), registered with `report_answer_register`.
+    actions = {}
+    for hook in REPORT_ANSWER_HOOKS:
+        actions.update(hook(node_id=principal.node_id, signing_key=principal.action_key,
+                            actions_open=principal.actions_open, reports=reports, now=now))
+    # Queued reports count as stored when a writer has stored them (fleet_writer_reports_total).
+    metrics.reports_accepted(0 if result.queued else result.accepted, result.duplicates,
+                             time.perf_counter() - started)
+    body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
+            "accepted": result.accepted, "duplicates": result.duplicates, **actions}
+    if any(result.dropped.values()):
+        metrics.items_dropped(result.dropped)
+        body["dropped"] = result.dropped
+    if result.queued:
+        body["queued"] = True
+    return body
 
 
 _FAST_ACCEPT = ("application/json", "*/*", "application/*")
@@ -292,14 +298,8 @@ def _steady_report(request) -> HttpResponse | None:
                               actions_open=admitted.actions_open, action_key=admitted.action_key,
                               username=f"node:{admitted.node_id}")
     request.user = principal  # as DRF would set it: the audit context names the node
-    result = queued_result(instance_id, reports)
-    actions = {}
-    for hook in REPORT_ANSWER_HOOKS:
-        actions.update(hook(node_id=principal.node_id, signing_key=principal.action_key,
-                            actions_open=principal.actions_open, reports=reports, now=now))
-    metrics.reports_accepted(0, result.duplicates, time.perf_counter() - started)
-    body = {"acked_sequence": result.acked_sequence, "agent_instance_id": result.agent_instance_id,
-            "accepted": result.accepted, "duplicates": result.duplicates, **actions, "queued": True}
+    body = _answer_body(result=queued_result(instance_id, reports), principal=principal, reports=reports, now=now,
+                        started=started)
     return HttpResponse(orjson.dumps(body), content_type="application/json")
 
 
