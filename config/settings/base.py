@@ -42,6 +42,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A queued steady-state agent report is answered here, before the rest of the chain (fleet/telemetry/middleware.py).
+    "fleet.telemetry.middleware.AgentReportFastLaneMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "fleet.core.api.http.APIInputGuardMiddleware",

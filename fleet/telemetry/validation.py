@@ -1,8 +1,12 @@
 """Validation of agent report batches against the agent package's JSON Schema, plus what a schema cannot say.
 
 The schema ships inside the agent package (`fleet_agent.schema`) so the agent and the server validate against
-the same file; the server compiles it once per process with fastjsonschema. The schema bounds every number,
-string, list and nesting level a report may carry. What it cannot express is checked or sanitised here:
+the same file. The server compiles it once per process twice: with jsonschema-rs (Rust), which answers "valid?"
+for a steady 8-GPU report in about 40 µs, and with fastjsonschema (generated Python, about 270 µs), which only runs
+when the first says no and names the failing field in the words the API has always used. A report is valid when
+either accepts it; a differential test (tests/telemetry/test_validators_agree.py) holds that jsonschema-rs
+accepts nothing fastjsonschema refuses, so the fast answer never widens what the server takes. The schema bounds
+every number, string, list and nesting level a report may carry. What it cannot express is checked or sanitised here:
 
 * timestamps must parse and lie between `MIN_TIMESTAMP` and a few minutes past the server's clock (a notice's
   deadline may be up to `MAX_DEADLINE_AHEAD` ahead), so no calendar edge reaches the database;
@@ -14,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 
 import fastjsonschema
+import jsonschema_rs
 
 from fleet_agent.schema import batch_schema, report_schema
 
@@ -40,10 +45,24 @@ def _report_validator():
     return fastjsonschema.compile(report_schema())
 
 
+@cache
+def _report_is_valid():
+    """The quick yes/no (jsonschema-rs); fastjsonschema's verdict stands whenever this says no."""
+    is_valid = jsonschema_rs.validator_for(report_schema()).is_valid
+
+    def check(report) -> bool:
+        try:
+            return is_valid(report)
+        except (ValueError, TypeError, OverflowError):  # a value it cannot convert: let fastjsonschema judge
+            return False
+    return check
+
+
 def warm_up() -> None:
     """Compile the validator now (about 0.3 s of CPU) rather than in a web worker's first report, while the
     requests behind it wait long enough to be shed (config/wsgi.py calls this before the worker accepts)."""
     _report_validator()
+    _report_is_valid()
     max_reports_per_batch()
 
 
@@ -86,7 +105,7 @@ def validate_batch(payload, *, now: datetime, has_nul: bool = True) -> list[dict
     limit = max_reports_per_batch()
     if len(reports) > limit:
         raise ReportInvalid({"reports": [f"At most {limit} reports per batch."]}, status=413, code="too_large")
-    validator = _report_validator()
+    is_valid, validator = _report_is_valid(), _report_validator()
     errors: dict[str, list[str]] = {}
     for index, report in enumerate(reports):
         prefix = f"reports[{index}]"
@@ -99,7 +118,8 @@ def validate_batch(payload, *, now: datetime, has_nul: bool = True) -> list[dict
                 f"Schema major version {version[:20]} is not supported; this server speaks {SUPPORTED_MAJOR}.x."]},
                 code="unsupported_version")
         try:
-            validator(report)
+            if not is_valid(report):
+                validator(report)
         except fastjsonschema.JsonSchemaValueException as exc:
             path = _field_path(exc.name, prefix)
             errors.setdefault(path, []).append(exc.message.replace(exc.name, path, 1))

@@ -176,5 +176,7 @@ def test_a_worker_compiles_the_report_validator_before_it_accepts():
     from fleet.telemetry import validation
 
     validation._report_validator.cache_clear()
+    validation._report_is_valid.cache_clear()
     importlib.reload(config.wsgi)
     assert validation._report_validator.cache_info().currsize == 1
+    assert validation._report_is_valid.cache_info().currsize == 1

@@ -1,6 +1,6 @@
 """The fast lane for a queued steady-state report (services/admission.py), against a real redis-server serving the
 cache, the credential cache and the stream as production does (one Redis, append-only file): it answers what the
-general path would answer with 200 in two round trips, counts the request in the same rate-limit window, and
+general path would answer with 200 in one round trip, counts the request in the same rate-limit window, and
 leaves every other request (errors included) to the general path, which answers it exactly as before."""
 
 import json

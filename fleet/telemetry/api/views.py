@@ -20,6 +20,7 @@ from fleet.core import ratelimit
 from fleet.core.api.errors import error_body
 from fleet.core.api.mixins import StrictQueryParamsMixin
 from fleet.core.api.throttling import FailOpenThrottleMixin
+from fleet.core.audit import audit_context
 from fleet.inventory.models import GPU, Node
 
 from .. import metrics
@@ -35,7 +36,7 @@ from ..services.enrollment import (
     node_reenrollment_allow,
     node_reenrollment_cancel,
 )
-from ..services.ingest import NodeMismatch, batch_instance
+from ..services.ingest import NodeMismatch
 from ..services.stream import is_steady, queued_result, reports_accept
 from ..validation import ReportInvalid, validate_batch
 from .filtersets import EventFilterSet
@@ -176,24 +177,9 @@ class ReportsView(StrictQueryParamsMixin, APIView):
     """A batch of agent reports. Idempotent on (node, agent instance, sequence)."""
 
     # Nearly every request is one steady-state report from a node whose credential is cached: `_steady_report`
-    # answers those without DRF's request wrapping, negotiation and exception machinery, in two Redis round trips
-    # (services/admission.py). Whatever it cannot answer with a 200 it leaves to this view, untouched.
-
-    @classmethod
-    def as_view(cls, **initkwargs):
-        general = super().as_view(**initkwargs)
-
-        def view(request, *args, **kwargs):
-            if request.method == "POST":
-                response = _steady_report(request)
-                if response is not None:
-                    return response
-            return general(request, *args, **kwargs)
-
-        # What Django, DRF and the schema generator read off the view function (cls, initkwargs, csrf_exempt).
-        view.__dict__.update(general.__dict__)
-        view.__doc__, view.__name__, view.__module__ = general.__doc__, general.__name__, general.__module__
-        return view
+    # answers those first in the middleware chain (fleet/telemetry/middleware.py), without DRF's request wrapping,
+    # negotiation and exception machinery, in one Redis round trip (services/admission.py). Whatever it cannot
+    # answer with a 200 reaches this view untouched.
 
     authentication_classes = [NodeCredentialAuthentication]
     permission_classes = [IsNodeAgent]
@@ -281,25 +267,28 @@ def _steady_report(request) -> HttpResponse | None:
         return None  # the view answers a body Django or the agent limit refuses, with its error
     started = time.perf_counter()
     now = timezone.now()
-    throttle = NodeRateThrottle()
-    limit = throttle.num_requests if throttle.rate is not None else None
-    admitted = admission.admit(hash_secret(parts[1]), limit=limit, window_s=throttle.duration or 1)
-    if admitted is None:
-        return None
     try:
         raw = _read_body(request)
         reports = validate_batch(orjson.loads(raw), now=now, has_nul=b"\\u0000" in raw)
-        instance_id = batch_instance(admitted.node_id, reports)
-    except (_TooLarge, ParseError, ReportInvalid, NodeMismatch, ValueError):
+    except (_TooLarge, ParseError, ReportInvalid, ValueError):
         return None  # the view answers it with its error
-    if not is_steady(reports) or not admission.enqueue_counted(admitted, reports, now):
+    claimed = {(report.get("node") or {}).get("node_id") for report in reports} - {None}
+    if not is_steady(reports) or len(claimed) > 1 or len({r["agent"]["instance_id"] for r in reports}) != 1:
+        return None  # events or an inventory (written in the request), or a batch the view refuses
+    throttle = NodeRateThrottle()
+    admitted = admission.admit_and_enqueue(
+        hash_secret(parts[1]), reports, now, claimed=claimed.pop() if claimed else None,
+        limit=throttle.num_requests if throttle.rate is not None else None, window_s=throttle.duration or 1)
+    if admitted is None:
         return None
+    instance_id = reports[0]["agent"]["instance_id"]
     principal = NodePrincipal(node_id=admitted.node_id, credential_id=admitted.credential_id,
                               actions_open=admitted.actions_open, action_key=admitted.action_key,
                               username=f"node:{admitted.node_id}")
-    request.user = principal  # as DRF would set it: the audit context names the node
-    body = _answer_body(result=queued_result(instance_id, reports), principal=principal, reports=reports, now=now,
-                        started=started)
+    request.user = principal  # as DRF would set it
+    with audit_context(actor=principal):  # anything an answer hook writes names the node
+        body = _answer_body(result=queued_result(instance_id, reports), principal=principal, reports=reports,
+                            now=now, started=started)
     return HttpResponse(orjson.dumps(body), content_type="application/json")
 
 

@@ -1,26 +1,29 @@
-"""The steady-state report in two Redis round trips and one fsync (the request path's fast lane).
+"""The steady-state report in one Redis round trip and one fsync (the request path's fast lane).
 
 A queued steady-state report (services/stream.py) used to cost three round trips to the same Redis: the
 credential cache GET, the rate-limit INCR (a write, so with `appendfsync always` Redis fsynced before answering
 it) and the XADD script (fsynced again). When the credential cache, the rate-limit counters and the ingest stream
-live on one Redis server (the default: all three come from `REDIS_URL`), the request instead makes:
+live on one Redis server (the default: all three come from `REDIS_URL`), the request instead parses and validates
+the body, then makes one script call that
 
-1. `admit`, one read-only script: the cached credential and the node's rate-limit count in the current window
-   (read, not counted). Nothing is written, so Redis does not fsync for it.
-2. After validation, `enqueue_counted`, one script: refuse if the stream is full, count the request in the
-   node's window (the same key `fleet.core.ratelimit` counts under), refuse if that puts the node over its limit,
-   else XADD the entry and remember it under the node. One fsync covers the count and the entry, and the
-   acknowledgement still leaves only once the entry is durable.
+1. reads the cached credential (none: the general path authenticates the request, from the database);
+2. refuses if a report names another node than the credential's, or if the stream is full;
+3. reads the node's count in the current rate-limit window (the key `fleet.core.ratelimit` counts under) and
+   refuses, without counting, when it is at the limit;
+4. counts the request and XADDs the entry, remembered under the node.
 
-Anything else (no cached credential, a count at the limit, a body that is not a valid steady-state batch, a full
-stream, a Redis error) is not decided here: the caller hands the request to the general path, which answers it
-exactly as before (and counts it then). So this lane only ever answers a 200 that the general path would have
-answered, and a request is counted once on either path (a request refused for its rate after the second script
-is counted again by the general path: only ever a node already over its limit).
+One fsync covers the count and the entry, and the acknowledgement still leaves only once the entry is durable.
 
-The first script reads the counter under a key it builds from the credential's node id, which it does not declare
-to Redis: fine for one Redis server (or a replicated pair), not for Redis Cluster, where `INGEST_QUEUE_URL` must
-differ from the cache's location to leave this lane off.
+Whatever the script refuses, and anything else this lane does not decide (a body that is not a valid steady-state
+batch, a Redis error), the caller hands to the general path, which answers it exactly as before (and counts it
+then). So this lane only ever answers a 200 that the general path would have answered, and every request is
+counted once, on one path or the other. The body is validated before the credential is known: an unauthenticated
+request costs the validation (about a tenth of a millisecond with jsonschema-rs) before the general path refuses
+it with 401.
+
+The script reads and writes keys it builds from the credential's node id, which it does not declare to Redis:
+fine for one Redis server (or a replicated pair), not for Redis Cluster, where `INGEST_QUEUE_URL` must differ
+from the cache's location to leave this lane off.
 """
 
 import time
@@ -41,43 +44,35 @@ from .stream import STREAM_ERRORS, node_key, queue_enabled, redis_client, stream
 
 RATE_SCOPE = "agent"
 
-# The cached credential (KEYS[1]) and the count so far of the node's current window (ARGV[1] .. node .. ARGV[2]).
-_ADMIT_LUA = """
+# KEYS: the cached credential, the stream. ARGV: the node the reports name ('' when none does), the stream's
+# bound, the rate-limit key's prefix ('' when the limit is off) and suffix, the limit, the window's expiry, the
+# entry's time and reports, the prefix of the node's set of entries. Returns false (no cached credential) or
+# {credential row, outcome}: the entry id, -2 another node's reports, -1 stream full, 0 at the rate limit.
+_ADMIT_ENQUEUE_LUA = """
 local row = redis.call('GET', KEYS[1])
 if not row then return false end
-local count = 0
-if ARGV[1] ~= '' then
-  count = tonumber(redis.call('GET', ARGV[1] .. tostring(cjson.decode(row)[2]) .. ARGV[2]) or '0')
+local node = tostring(cjson.decode(row)[2])
+if ARGV[1] ~= '' and ARGV[1] ~= node then return {row, -2} end
+if redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[2]) then return {row, -1} end
+if ARGV[3] ~= '' then
+  local key = ARGV[3] .. node .. ARGV[4]
+  if tonumber(redis.call('GET', key) or '0') >= tonumber(ARGV[5]) then return {row, 0} end
+  if redis.call('INCR', key) == 1 then redis.call('EXPIRE', key, ARGV[6]) end
 end
-return {row, count}
-"""
-
-# As services/stream.py's enqueue script, counting the request in its rate-limit window first (KEYS[3]).
-# false: the stream is full (nothing counted); 0: over the limit (counted, nothing queued); else the entry id.
-_ENQUEUE_COUNTED_LUA = """
-if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[4]) then return false end
-if KEYS[3] then
-  local count = redis.call('INCR', KEYS[3])
-  if count == 1 then redis.call('EXPIRE', KEYS[3], ARGV[6]) end
-  if count > tonumber(ARGV[5]) then return 0 end
-end
-local id = redis.call('XADD', KEYS[1], '*', 'n', ARGV[1], 't', ARGV[2], 'r', ARGV[3])
-redis.call('SADD', KEYS[2], id)
-return id
+local id = redis.call('XADD', KEYS[2], '*', 'n', node, 't', ARGV[7], 'r', ARGV[8])
+redis.call('SADD', ARGV[9] .. node, id)
+return {row, id}
 """
 
 
 @dataclass(frozen=True)
 class Admission:
-    """A cached live credential, and the rate-limit window it was read in."""
+    """The cached live credential a queued batch was admitted under."""
 
     credential_id: int
     node_id: int
     action_key: str
     actions_open: bool
-    rate_key: str  # "" when the agent rate limit is off
-    limit: int
-    window_s: int
 
 
 def available() -> bool:
@@ -91,48 +86,32 @@ def available() -> bool:
             and settings.CACHES["default"].get("LOCATION") == settings.INGEST_QUEUE_URL)
 
 
-def admit(key_hash: str, *, limit: int | None, window_s: int) -> Admission | None:
-    """The cached credential if the node is under its limit; None: the general path decides."""
+def admit_and_enqueue(key_hash: str, reports: list[dict], now: datetime, *, claimed: int | None,
+                      limit: int | None, window_s: int) -> Admission | None:
+    """Queue a validated steady-state batch under the cached credential `key_hash`, counted in the node's window;
+    None when nothing was queued (the general path takes the request). `claimed`: the node the reports name."""
     if limit is None:
         prefix = suffix = ""
     else:
         # `fleet.core.ratelimit` counts under make_key(f"ratelimit:agent:{node}:{window}"); with Django's default
         # key function (checked in `available`) that is prefix + node + suffix.
-        window = int(time.time() // window_s)
         prefix = caches["default"].make_and_validate_key(f"ratelimit:{RATE_SCOPE}:")
-        suffix = f":{window}"
+        suffix = f":{int(time.time() // window_s)}"
     try:
-        found = _script(_ADMIT_LUA)(keys=[f"fleet:credential:{key_hash}"], args=[prefix, suffix])
-    except STREAM_ERRORS as exc:
-        _redis_failed(exc)
-        return None
-    if not found:
-        return None
-    row, count = found
-    credential_id, node_id, action_key, actions_open = orjson.loads(row)
-    if limit is not None and int(count) >= limit:
-        return None
-    return Admission(credential_id=credential_id, node_id=node_id, action_key=action_key,
-                     actions_open=bool(actions_open), rate_key=f"{prefix}{node_id}{suffix}" if prefix else "",
-                     limit=limit or 0, window_s=window_s)
-
-
-def enqueue_counted(admission: Admission, reports: list[dict], now: datetime) -> bool:
-    """Count the request and queue its validated steady-state batch in one script; False: nothing queued (the
-    general path takes the request: the stream is full, the node went over its limit, or Redis failed)."""
-    keys = [stream_name(), node_key(admission.node_id)]
-    if admission.rate_key:
-        keys.append(admission.rate_key)
-    try:
-        entry_id = _script(_ENQUEUE_COUNTED_LUA)(
-            keys=keys, args=[admission.node_id, now.isoformat(), orjson.dumps(reports),
-                             settings.INGEST_QUEUE_MAX_ENTRIES, admission.limit, admission.window_s + 1])
+        found = _script(_ADMIT_ENQUEUE_LUA)(
+            keys=[f"fleet:credential:{key_hash}", stream_name()],
+            args=["" if claimed is None else str(claimed), settings.INGEST_QUEUE_MAX_ENTRIES, prefix, suffix,
+                  limit or 0, window_s + 1, now.isoformat(), orjson.dumps(reports), node_key("")])
     except STREAM_ERRORS as exc:
         # The entry may have been appended without the answer reaching us; the general path then writes the
         # batch in the request, which is safe (the writer finds it stored), as in services/stream.py.
         _redis_failed(exc)
-        return False
-    return bool(entry_id)
+        return None
+    if not found or isinstance(found[1], int):  # no credential cached, or refused
+        return None
+    credential_id, node_id, action_key, actions_open = orjson.loads(found[0])
+    return Admission(credential_id=credential_id, node_id=node_id, action_key=action_key,
+                     actions_open=bool(actions_open))
 
 
 def _redis_failed(exc: BaseException) -> None:
