@@ -48,11 +48,11 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         # Every agent request passes here: the short-lived credential cache first (services/credentials.py), then
         # plain SQL, since compiling the equivalent queryset costs more CPU than running it.
         key_hash = hash_secret(header[1].decode(errors="replace"))
-        row = credential_cached(key_hash)
+        row, generation = credential_cached(key_hash)
         if row is None:
             row = rowsets.fetch_one(_credential_sql(), key_hash)
             if row is not None:
-                credential_cache_put(key_hash, row)
+                credential_cache_put(key_hash, row, generation)
         if row is None:
             raise exceptions.AuthenticationFailed("Unknown node credential.")
         if row[2] is not None:

@@ -70,6 +70,43 @@ def test_revocation_in_the_admin_and_node_deletion_take_effect_at_once(cache_on,
     assert other.send(builders[1].report()).status_code == 401
 
 
+def test_a_lookup_that_raced_a_revocation_cannot_put_the_old_answer_back(cache_on, enroll):
+    """The row was read live before the revocation committed; the lookup writes the cache after both tombstones."""
+    from fleet.telemetry.secrets import hash_secret
+
+    agent = enroll()
+    builder = ReportBuilder(agent.node_id)
+    assert agent.send(builder.report(with_inventory=True)).status_code == 200
+    key_hash = hash_secret(agent.credential)
+    stream.redis_client().delete(f"fleet:credential:{key_hash}")
+    missed, generation = credentials.credential_cached(key_hash)  # the racing lookup misses the cache...
+    assert missed is None
+    live = (NodeCredential.objects.get(node_id=agent.node_id).pk, agent.node_id, None, "", False)  # ...reads it live
+    credential = NodeCredential.objects.get(node_id=agent.node_id)
+    credential.revoked_at = timezone.now()
+    credential.save()
+    credentials.credential_cache_put(key_hash, live, generation)  # and writes the cache after the revocation
+    assert credentials.credential_cached(key_hash)[0] is None
+    assert agent.send(builder.report()).status_code == 401
+    # Without a change in between, the same sequence caches the row.
+    other = enroll(machine_id="fedcba9876543210", hostname="gpu-b")
+    other_hash = hash_secret(other.credential)
+    stream.redis_client().delete(f"fleet:credential:{other_hash}")
+    _, generation = credentials.credential_cached(other_hash)
+    credentials.credential_cache_put(other_hash, (1, other.node_id, None, "", False), generation)
+    assert credentials.credential_cached(other_hash)[0] == (1, other.node_id, None, "", False)
+
+
+def test_an_entry_outlives_the_agents_interval(cache_on, enroll, settings):
+    """At the default TTL a node reporting every 30 s finds its entry on the next report (at 30 s it had expired)."""
+    from fleet.telemetry.secrets import hash_secret
+
+    settings.AGENT_CREDENTIAL_CACHE_S = 300
+    agent = enroll()
+    assert agent.send(ReportBuilder(agent.node_id).report(with_inventory=True)).status_code == 200
+    assert stream.redis_client().ttl(f"fleet:credential:{hash_secret(agent.credential)}") > 60
+
+
 def test_a_new_agent_action_is_seen_on_the_next_report(cache_on, enroll):
     from fleet.executors.models import AgentAction
 

@@ -1,16 +1,22 @@
 """A short-lived cache of agent credentials, so that a report does not pay a database round trip to authenticate.
 
 Kept in Redis (shared by every web process, so a revocation is seen by all of them at once) for
-`AGENT_CREDENTIAL_CACHE_S` seconds (default 30) under the credential's hash; only live credentials are cached,
-never an unknown or revoked one. Whatever changes the answer drops the entry at once: a credential saved or
-deleted (admin revocation; node deletion cascades to its credentials), re-enrolment (which revokes the node's
-credentials in one UPDATE and calls `credentials_invalidate`), and a new agent action for the node (the
-executors register their model with `pending_for_node_sql_register`). The drop happens both when the change is
-made and again after its transaction commits. One race remains, bounded by the TTL: a lookup that read the row
-before the commit and writes the cache after the second drop keeps the old answer until it expires. Without
-Redis, or with the cache off (`AGENT_CREDENTIAL_CACHE_S=0`), and whenever Redis fails (`fleet.core.failopen`),
-every request reads the database as before.
+`AGENT_CREDENTIAL_CACHE_S` seconds (default 300) under the credential's hash; only live credentials are cached,
+never an unknown or revoked one. Whatever changes the answer drops the entry at once and bumps the credential's
+generation: a credential saved or deleted (admin revocation; node deletion cascades to its credentials),
+re-enrolment (which revokes the node's credentials in one UPDATE and calls `credentials_invalidate`), and a new
+agent action for the node (the executors register their model with `pending_for_node_sql_register`). This happens
+both when the change is made and again after its transaction commits. A lookup reads the generation with the
+entry, and writes the row it then read from the database only if the generation is still the one it saw: so a
+lookup that read the row before the commit cannot put the old answer back after it. That race is closed, so the
+TTL no longer bounds it and can outlive several report intervals (at 30 s it had expired before each node's next
+report, and nearly every report paid the database and the general path). What the TTL still bounds: a revocation
+made while Redis could not be reached (the drop fails, is counted in `fleet_credential_cache_unavailable_total`,
+and the old entry answers until it expires). Without Redis, or with the cache off (`AGENT_CREDENTIAL_CACHE_S=0`),
+and whenever Redis fails (`fleet.core.failopen`), every request reads the database as before.
 """
+
+from functools import cache
 
 import orjson
 from django.conf import settings
@@ -22,6 +28,14 @@ from .. import metrics
 from .stream import STREAM_ERRORS, redis_client
 
 cache_health = Dependency("credential cache", metrics.CREDENTIAL_CACHE_UNAVAILABLE)
+# A credential's generation outlives any lookup between its read of the generation and its write of the entry.
+GENERATION_S = 86_400
+# The entry, if the generation is still the one the lookup read with it (a missing generation reads as 0).
+_PUT_LUA = """
+if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+return 1
+"""
 
 
 def _enabled() -> bool:
@@ -32,36 +46,55 @@ def _key(key_hash: str) -> str:
     return f"fleet:credential:{key_hash}"
 
 
-def credential_cached(key_hash: str) -> tuple | None:
-    """The cached row (credential id, node id, revoked_at (None), action key, actions open) or None."""
+def _generation_key(key_hash: str) -> str:
+    return f"fleet:credential-generation:{key_hash}"
+
+
+def credential_cached(key_hash: str) -> tuple[tuple | None, str]:
+    """The cached row (credential id, node id, revoked_at (None), action key, actions open) or None, and the
+    credential's generation as read with it (what `credential_cache_put` must find unchanged)."""
     if not _enabled():
-        return None
+        return None, ""
     if not cache_health.available():
         cache_health.failed("get", None)
-        return None
+        return None, ""
     try:
-        raw = redis_client().get(_key(key_hash))
+        raw, generation = redis_client().mget(_key(key_hash), _generation_key(key_hash))
     except STREAM_ERRORS as exc:
         cache_health.failed("get", exc)
-        return None
+        return None, ""
+    generation = (generation or b"0").decode()
     if raw is None:
-        return None
+        return None, generation
     credential_id, node_id, action_key, actions_open = orjson.loads(raw)
-    return credential_id, node_id, None, action_key, actions_open
+    return (credential_id, node_id, None, action_key, actions_open), generation
 
 
-def credential_cache_put(key_hash: str, row: tuple) -> None:
-    if not _enabled() or row[2] is not None or not cache_health.available():
+def credential_cache_put(key_hash: str, row: tuple, generation: str) -> None:
+    """Cache a live row read after `credential_cached` returned `generation`, unless the credential changed since."""
+    if not _enabled() or not generation or row[2] is not None or not cache_health.available():
         return
     try:
-        redis_client().set(_key(key_hash), orjson.dumps([row[0], row[1], row[3], bool(row[4])]),
-                           ex=settings.AGENT_CREDENTIAL_CACHE_S)
+        _put_script()(keys=[_key(key_hash), _generation_key(key_hash)],
+                      args=[generation, orjson.dumps([row[0], row[1], row[3], bool(row[4])]),
+                            settings.AGENT_CREDENTIAL_CACHE_S])
     except STREAM_ERRORS as exc:
         cache_health.failed("set", exc)
 
 
+def _put_script():
+    return _registered(redis_client())
+
+
+@cache
+def _registered(client):
+    # Keyed on the client: tests (and a settings change) replace `redis_client`'s cached client.
+    return client.register_script(_PUT_LUA)
+
+
 def credentials_invalidate(*, key_hashes: list[str] | None = None, node_id: int | None = None) -> None:
-    """Drop cached credentials (the given hashes, or every credential of `node_id`) now and after commit."""
+    """Drop cached credentials (the given hashes, or every credential of `node_id`) and bump their generations, now
+    and after commit."""
     if not _enabled():
         return
     hashes = list(key_hashes or [])
@@ -74,7 +107,12 @@ def credentials_invalidate(*, key_hashes: list[str] | None = None, node_id: int 
 
     def drop():
         try:
-            redis_client().delete(*(_key(h) for h in hashes))
+            pipe = redis_client().pipeline()
+            for key_hash in hashes:
+                pipe.incr(_generation_key(key_hash))
+                pipe.expire(_generation_key(key_hash), GENERATION_S)
+            pipe.delete(*(_key(h) for h in hashes))
+            pipe.execute()
         except STREAM_ERRORS as exc:
             # Not fail-open: a revocation must not be ignored silently. The entry expires within the TTL anyway.
             cache_health.failed("delete", exc)
