@@ -127,8 +127,8 @@ def test_enrolment_facts_match_the_schema(tmp_path):
 
 
 def test_the_servers_validator_agrees(no_gpu_report, tmp_path):
-    """The server compiles this schema with fastjsonschema (and jsonschema-rs, tests/telemetry/test_validators_agree.py):
-    it must accept and reject the same things."""
+    """The server compiles this schema with fastjsonschema (and jsonschema-rs: tests/telemetry/
+    test_validators_agree.py): it must accept and reject the same things."""
     fastjsonschema = pytest.importorskip("fastjsonschema")
     validate = fastjsonschema.compile(report_schema())
     agent = SimulatedAgent.from_scenario(load_scenario("spot_notice_gcp"), 0, work_dir=tmp_path)

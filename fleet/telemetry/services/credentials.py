@@ -1,7 +1,8 @@
 """A short-lived cache of agent credentials, so that a report does not pay a database round trip to authenticate.
 
 Kept in Redis (shared by every web process, so a revocation is seen by all of them at once) for
-`AGENT_CREDENTIAL_CACHE_S` seconds (default 300) under the credential's hash; only live credentials are cached,
+between half of and all of `AGENT_CREDENTIAL_CACHE_S` seconds (default 300; spread so that entries written
+together do not expire together) under the credential's hash; only live credentials are cached,
 never an unknown or revoked one. Whatever changes the answer drops the entry at once and bumps the credential's
 generation: a credential saved or deleted (admin revocation; node deletion cascades to its credentials),
 re-enrolment (which revokes the node's credentials in one UPDATE and calls `credentials_invalidate`), and a new
@@ -16,6 +17,7 @@ and the old entry answers until it expires). Without Redis, or with the cache of
 and whenever Redis fails (`fleet.core.failopen`), every request reads the database as before.
 """
 
+import random
 from functools import cache
 
 import orjson
@@ -74,10 +76,13 @@ def credential_cache_put(key_hash: str, row: tuple, generation: str) -> None:
     """Cache a live row read after `credential_cached` returned `generation`, unless the credential changed since."""
     if not _enabled() or not generation or row[2] is not None or not cache_health.available():
         return
+    # Each entry lives between half the TTL and the TTL: a fleet whose entries were all written at once (the web
+    # tier's or Redis' restart) does not miss them all at once again a TTL later, and then every TTL after that.
+    ttl = settings.AGENT_CREDENTIAL_CACHE_S
     try:
         _put_script()(keys=[_key(key_hash), _generation_key(key_hash)],
                       args=[generation, orjson.dumps([row[0], row[1], row[3], bool(row[4])]),
-                            settings.AGENT_CREDENTIAL_CACHE_S])
+                            random.randint(max(1, ttl // 2), ttl)])
     except STREAM_ERRORS as exc:
         cache_health.failed("set", exc)
 
