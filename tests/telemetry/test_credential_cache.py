@@ -71,7 +71,7 @@ def test_revocation_in_the_admin_and_node_deletion_take_effect_at_once(cache_on,
 
 
 def test_a_lookup_that_raced_a_revocation_cannot_put_the_old_answer_back(cache_on, enroll):
-    """The row was read live before the revocation committed; the lookup writes the cache after both tombstones."""
+    """The row was read live before the revocation committed; the lookup writes the cache after both drops."""
     from fleet.telemetry.secrets import hash_secret
 
     agent = enroll()
