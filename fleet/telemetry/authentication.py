@@ -77,6 +77,7 @@ def pending_for_node_sql_register(condition: str, *, model=None) -> None:
     if condition not in _PENDING_FOR_NODE_SQL:
         _PENDING_FOR_NODE_SQL.append(condition)
         _credential_sql.cache_clear()
+        credential_rows_sql.cache_clear()
     if model is not None:
         post_save.connect(_pending_created, sender=model, dispatch_uid=f"pending-for-node:{model._meta.label}")
 
@@ -97,9 +98,19 @@ post_delete.connect(_credential_changed, sender=NodeCredential, dispatch_uid="cr
 
 @cache
 def _credential_sql() -> str:
+    return f"{_credential_select()} WHERE c.key_hash = %s"
+
+
+@cache
+def credential_rows_sql() -> str:
+    """The live credentials with after < id <= last, as `_credential_sql` reads one (the cache's warm-up)."""
+    return f"{_credential_select()} WHERE c.id > %s AND c.id <= %s AND c.revoked_at IS NULL ORDER BY c.id"
+
+
+def _credential_select() -> str:
     pending = " OR ".join(f"({condition})" for condition in _PENDING_FOR_NODE_SQL) or "FALSE"
     return (f"SELECT c.id, c.node_id, c.revoked_at, c.key_hash, {pending} "
-            f"FROM {NodeCredential._meta.db_table} c WHERE c.key_hash = %s")
+            f"FROM {NodeCredential._meta.db_table} c")
 
 
 class IsNodeAgent(permissions.BasePermission):

@@ -142,3 +142,33 @@ def test_agents_authenticate_from_the_database_while_redis_is_down(cache_on, enr
     assert _credential_queries(agent, builder) == (200, 1)
     NodeCredential.objects.filter(node_id=agent.node_id).update(revoked_at=timezone.now())
     assert agent.send(builder.report()).status_code == 401
+
+
+def test_a_cold_cache_is_warmed_with_every_live_credential(cache_on, enroll):
+    """Redis lost its data: the warm-up caches every live credential (in chunks), never a revoked one."""
+    from fleet.telemetry.secrets import hash_secret
+
+    agents = [enroll(machine_id=f"{index:016x}", hostname=f"gpu-{index}") for index in range(3)]
+    revoked = NodeCredential.objects.get(node_id=agents[2].node_id)
+    revoked.revoked_at = timezone.now()
+    revoked.save()
+    stream.redis_client().flushdb()
+    assert credentials.credential_cache_warm(chunk=1) == 2
+    hashes = [hash_secret(agent.credential) for agent in agents]
+    assert [credentials.credential_cached(h)[0] is not None for h in hashes] == [True, True, False]
+    assert _credential_queries(agents[0], ReportBuilder(agents[0].node_id)) == (200, 0)
+
+
+def test_the_writer_warms_the_cache_when_it_creates_the_stream(cache_on, enroll, settings):
+    """A new consumer group means a new stream: the queue's first start, or a Redis that lost its data."""
+    from fleet.telemetry.secrets import hash_secret
+    from fleet.telemetry.services.writer import Writer
+
+    settings.INGEST_QUEUE = True
+    agent = enroll()
+    stream.redis_client().flushdb()
+    Writer(consumer="w1", block_ms=10).ensure_group()
+    assert credentials.credential_cached(hash_secret(agent.credential))[0] is not None
+    stream.redis_client().delete(f"fleet:credential:{hash_secret(agent.credential)}")
+    Writer(consumer="w2", block_ms=10).ensure_group()  # the group exists: nothing to warm
+    assert credentials.credential_cached(hash_secret(agent.credential))[0] is None

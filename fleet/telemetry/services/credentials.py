@@ -24,6 +24,7 @@ import orjson
 from django.conf import settings
 from django.db import transaction
 
+from fleet.core import rowsets
 from fleet.core.failopen import Dependency
 
 from .. import metrics
@@ -76,15 +77,50 @@ def credential_cache_put(key_hash: str, row: tuple, generation: str) -> None:
     """Cache a live row read after `credential_cached` returned `generation`, unless the credential changed since."""
     if not _enabled() or not generation or row[2] is not None or not cache_health.available():
         return
+    try:
+        _put_script()(**_put_arguments(key_hash, row, generation))
+    except STREAM_ERRORS as exc:
+        cache_health.failed("set", exc)
+
+
+def credential_cache_warm(*, chunk: int = 1000) -> int:
+    """Cache every live credential; returns how many. For a cold cache (the queue's first start, a Redis that lost
+    its data): otherwise every node's next report pays the database and the general path at once, and a large
+    fleet's first minute is shed. Race-safe as a lookup is: each chunk's generations are read before its rows."""
+    if not _enabled() or not cache_health.available():
+        return 0
+    from ..authentication import credential_rows_sql  # the one credential statement (authentication imports us)
+    from ..models import NodeCredential
+
+    cached, after = 0, 0
+    while True:
+        chunk_ids = list(NodeCredential.objects.filter(revoked_at__isnull=True, pk__gt=after).order_by("pk")
+                         .values_list("pk", "key_hash")[:chunk])
+        if not chunk_ids:
+            return cached
+        try:
+            values = redis_client().mget([_generation_key(key_hash) for _, key_hash in chunk_ids])
+            generations = {key_hash: (value or b"0").decode() for (_, key_hash), value in zip(chunk_ids, values,
+                                                                                           strict=True)}
+            rows = rowsets.fetch_all(credential_rows_sql(), after, chunk_ids[-1][0])
+            pipe = redis_client().pipeline(transaction=False)
+            for row in rows:
+                if row[2] is None and row[3] in generations:
+                    _put_script()(**_put_arguments(row[3], row, generations[row[3]]), client=pipe)
+            cached += sum(pipe.execute())
+        except STREAM_ERRORS as exc:
+            cache_health.failed("set", exc)
+            return cached
+        after = chunk_ids[-1][0]
+
+
+def _put_arguments(key_hash: str, row: tuple, generation: str) -> dict:
     # Each entry lives between half the TTL and the TTL: a fleet whose entries were all written at once (the web
     # tier's or Redis' restart) does not miss them all at once again a TTL later, and then every TTL after that.
     ttl = settings.AGENT_CREDENTIAL_CACHE_S
-    try:
-        _put_script()(keys=[_key(key_hash), _generation_key(key_hash)],
-                      args=[generation, orjson.dumps([row[0], row[1], row[3], bool(row[4])]),
-                            random.randint(max(1, ttl // 2), ttl)])
-    except STREAM_ERRORS as exc:
-        cache_health.failed("set", exc)
+    return {"keys": [_key(key_hash), _generation_key(key_hash)],
+            "args": [generation, orjson.dumps([row[0], row[1], row[3], bool(row[4])]),
+                     random.randint(max(1, ttl // 2), ttl)]}
 
 
 def _put_script():

@@ -53,6 +53,7 @@ from fleet.inventory.models import GPU
 
 from .. import metrics
 from ..models import AgentEpoch
+from .credentials import credential_cache_warm
 from .ingest import _status_writes, contiguous, reports_ingest
 from .stream import GROUP, STREAM_ERRORS, Entry, entry_decode, node_key, stream_name
 from .stream import redis_client as _redis_client
@@ -214,6 +215,13 @@ class Writer:
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
+        else:
+            # A new group: the queue's first start, or a Redis that lost its data, and with it the credential
+            # cache (one Redis by default). Warm it before the fleet's next reports all miss it at once.
+            try:
+                logger.info("credential cache warmed with %d live credentials", credential_cache_warm())
+            except DatabaseError:
+                logger.exception("could not warm the credential cache; reports fill it as they come")
         self._group_ready = True
 
     def read(self) -> list[tuple[str, dict]]:
