@@ -367,8 +367,9 @@ INGEST_WRITER_CLAIM_IDLE_S = env_int("INGEST_WRITER_CLAIM_IDLE_S", 15)
 # An entry that failed this many deliveries goes to the dead-letter stream `<INGEST_STREAM>:dead`.
 INGEST_WRITER_MAX_DELIVERIES = env_int("INGEST_WRITER_MAX_DELIVERIES", 5)
 # Agent credentials are looked up in the database at most once per this many seconds per credential (Redis);
-# revocation, re-enrolment and node deletion replace the cached entry with a tombstone at once. Keep it well above
-# the agents' interval: an entry that expires between two reports saves nothing (services/credentials.py).
+# revocation, re-enrolment and node deletion drop the cached entry at once and no racing lookup can put it back.
+# Keep it well above the agents' interval: an entry that expires between two reports saves nothing
+# (services/credentials.py).
 AGENT_CREDENTIAL_CACHE_S = env_int("AGENT_CREDENTIAL_CACHE_S", 300)
 
 # --- Integrations (docs/integrations.md) ----------------------------------------------------------

@@ -1,7 +1,7 @@
 """Validation of agent report batches against the agent package's JSON Schema, plus what a schema cannot say.
 
 The schema ships inside the agent package (`fleet_agent.schema`) so the agent and the server validate against
-the same file. The server compiles it once per process twice: with jsonschema-rs (Rust), which answers "valid?"
+the same file. Each server process compiles it twice: with jsonschema-rs (Rust), which answers "valid?"
 for a steady 8-GPU report in about 40 µs, and with fastjsonschema (generated Python, about 270 µs), which only runs
 when the first says no and names the failing field in the words the API has always used. A report is valid when
 either accepts it; a differential test (tests/telemetry/test_validators_agree.py) holds that jsonschema-rs

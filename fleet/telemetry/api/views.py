@@ -36,7 +36,7 @@ from ..services.enrollment import (
     node_reenrollment_allow,
     node_reenrollment_cancel,
 )
-from ..services.ingest import NodeMismatch
+from ..services.ingest import NodeMismatch, claimed_nodes, one_instance
 from ..services.stream import is_steady, queued_result, reports_accept
 from ..validation import ReportInvalid, validate_batch
 from .filtersets import EventFilterSet
@@ -270,18 +270,18 @@ def _steady_report(request) -> HttpResponse | None:
     try:
         raw = _read_body(request)
         reports = validate_batch(orjson.loads(raw), now=now, has_nul=b"\\u0000" in raw)
+        instance_id = one_instance(reports)
     except (_TooLarge, ParseError, ReportInvalid, ValueError):
         return None  # the view answers it with its error
-    claimed = {(report.get("node") or {}).get("node_id") for report in reports} - {None}
-    if not is_steady(reports) or len(claimed) > 1 or len({r["agent"]["instance_id"] for r in reports}) != 1:
-        return None  # events or an inventory (written in the request), or a batch the view refuses
+    claimed = claimed_nodes(reports)
+    if not is_steady(reports) or len(claimed) > 1:
+        return None  # events or an inventory (written in the request), or reports the view refuses (403)
     throttle = NodeRateThrottle()
     admitted = admission.admit_and_enqueue(
         hash_secret(parts[1]), reports, now, claimed=claimed.pop() if claimed else None,
         limit=throttle.num_requests if throttle.rate is not None else None, window_s=throttle.duration or 1)
     if admitted is None:
         return None
-    instance_id = reports[0]["agent"]["instance_id"]
     principal = NodePrincipal(node_id=admitted.node_id, credential_id=admitted.credential_id,
                               actions_open=admitted.actions_open, action_key=admitted.action_key,
                               username=f"node:{admitted.node_id}")

@@ -29,7 +29,6 @@ from the cache's location to leave this lane off.
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 
 import orjson
 from django.conf import settings
@@ -39,8 +38,8 @@ from django.core.cache.backends.redis import RedisCache
 
 from fleet.core import ratelimit
 
-from .credentials import cache_health
-from .stream import STREAM_ERRORS, node_key, queue_enabled, redis_client, stream_health, stream_name
+from .credentials import cache_health, credential_key
+from .stream import STREAM_ERRORS, lua, node_key, queue_enabled, stream_health, stream_name
 
 RATE_SCOPE = "agent"
 
@@ -98,8 +97,8 @@ def admit_and_enqueue(key_hash: str, reports: list[dict], now: datetime, *, clai
         prefix = caches["default"].make_and_validate_key(f"ratelimit:{RATE_SCOPE}:")
         suffix = f":{int(time.time() // window_s)}"
     try:
-        found = _script(_ADMIT_ENQUEUE_LUA)(
-            keys=[f"fleet:credential:{key_hash}", stream_name()],
+        found = lua(_ADMIT_ENQUEUE_LUA)(
+            keys=[credential_key(key_hash), stream_name()],
             args=["" if claimed is None else str(claimed), settings.INGEST_QUEUE_MAX_ENTRIES, prefix, suffix,
                   limit or 0, window_s + 1, now.isoformat(), orjson.dumps(reports), node_key("")])
     except STREAM_ERRORS as exc:
@@ -119,13 +118,3 @@ def _redis_failed(exc: BaseException) -> None:
     for dependency, label in ((stream_health, "unavailable"), (cache_health, "get"),
                               (ratelimit.store_health, RATE_SCOPE)):
         dependency.failed(label, exc)
-
-
-def _script(source: str):
-    return _registered(redis_client(), source)
-
-
-@cache
-def _registered(client, source: str):
-    # Keyed on the client too: tests (and a settings change) replace `redis_client`'s cached client.
-    return client.register_script(source)

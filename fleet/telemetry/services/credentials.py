@@ -18,7 +18,6 @@ and whenever Redis fails (`fleet.core.failopen`), every request reads the databa
 """
 
 import random
-from functools import cache
 
 import orjson
 from django.conf import settings
@@ -28,7 +27,7 @@ from fleet.core import rowsets
 from fleet.core.failopen import Dependency
 
 from .. import metrics
-from .stream import STREAM_ERRORS, redis_client
+from .stream import STREAM_ERRORS, lua, redis_client
 
 cache_health = Dependency("credential cache", metrics.CREDENTIAL_CACHE_UNAVAILABLE)
 # A credential's generation outlives any lookup between its read of the generation and its write of the entry.
@@ -45,7 +44,7 @@ def _enabled() -> bool:
     return bool(settings.AGENT_CREDENTIAL_CACHE_S and settings.INGEST_QUEUE_URL)
 
 
-def _key(key_hash: str) -> str:
+def credential_key(key_hash: str) -> str:
     return f"fleet:credential:{key_hash}"
 
 
@@ -62,7 +61,7 @@ def credential_cached(key_hash: str) -> tuple[tuple | None, str]:
         cache_health.failed("get", None)
         return None, ""
     try:
-        raw, generation = redis_client().mget(_key(key_hash), _generation_key(key_hash))
+        raw, generation = redis_client().mget(credential_key(key_hash), _generation_key(key_hash))
     except STREAM_ERRORS as exc:
         cache_health.failed("get", exc)
         return None, ""
@@ -78,7 +77,7 @@ def credential_cache_put(key_hash: str, row: tuple, generation: str) -> None:
     if not _enabled() or not generation or row[2] is not None or not cache_health.available():
         return
     try:
-        _put_script()(**_put_arguments(key_hash, row, generation))
+        lua(_PUT_LUA)(**_put_arguments(key_hash, row, generation))
     except STREAM_ERRORS as exc:
         cache_health.failed("set", exc)
 
@@ -106,7 +105,7 @@ def credential_cache_warm(*, chunk: int = 1000) -> int:
             pipe = redis_client().pipeline(transaction=False)
             for row in rows:
                 if row[2] is None and row[3] in generations:
-                    _put_script()(**_put_arguments(row[3], row, generations[row[3]]), client=pipe)
+                    lua(_PUT_LUA)(**_put_arguments(row[3], row, generations[row[3]]), client=pipe)
             cached += sum(pipe.execute())
         except STREAM_ERRORS as exc:
             cache_health.failed("set", exc)
@@ -118,19 +117,9 @@ def _put_arguments(key_hash: str, row: tuple, generation: str) -> dict:
     # Each entry lives between half the TTL and the TTL: a fleet whose entries were all written at once (the web
     # tier's or Redis' restart) does not miss them all at once again a TTL later, and then every TTL after that.
     ttl = settings.AGENT_CREDENTIAL_CACHE_S
-    return {"keys": [_key(key_hash), _generation_key(key_hash)],
+    return {"keys": [credential_key(key_hash), _generation_key(key_hash)],
             "args": [generation, orjson.dumps([row[0], row[1], row[3], bool(row[4])]),
                      random.randint(max(1, ttl // 2), ttl)]}
-
-
-def _put_script():
-    return _registered(redis_client())
-
-
-@cache
-def _registered(client):
-    # Keyed on the client: tests (and a settings change) replace `redis_client`'s cached client.
-    return client.register_script(_PUT_LUA)
 
 
 def credentials_invalidate(*, key_hashes: list[str] | None = None, node_id: int | None = None) -> None:
@@ -152,7 +141,7 @@ def credentials_invalidate(*, key_hashes: list[str] | None = None, node_id: int 
             for key_hash in hashes:
                 pipe.incr(_generation_key(key_hash))
                 pipe.expire(_generation_key(key_hash), GENERATION_S)
-            pipe.delete(*(_key(h) for h in hashes))
+            pipe.delete(*(credential_key(h) for h in hashes))
             pipe.execute()
         except STREAM_ERRORS as exc:
             # Not fail-open: a revocation must not be ignored silently. The entry expires within the TTL anyway.

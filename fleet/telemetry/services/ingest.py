@@ -123,10 +123,19 @@ def reports_ingest(*, node_id: int, reports: list[dict], now: datetime) -> Inges
 
 def batch_instance(node_id: int, reports: list[dict]) -> str:
     """The agent instance that sent the batch; raises NodeMismatch or ValueError for a batch no path may store."""
-    for report in reports:
-        claimed = (report.get("node") or {}).get("node_id")
-        if claimed is not None and claimed != node_id:
+    for claimed in claimed_nodes(reports):
+        if claimed != node_id:
             raise NodeMismatch(f"report names node {claimed}, credential belongs to node {node_id}")
+    return one_instance(reports)
+
+
+def claimed_nodes(reports: list[dict]) -> set:
+    """The node ids the batch's reports name (a report may name none): claims, checked against the credential."""
+    return {(report.get("node") or {}).get("node_id") for report in reports} - {None}
+
+
+def one_instance(reports: list[dict]) -> str:
+    """The one agent instance that sent the batch; ValueError if there are several."""
     instances = {r["agent"]["instance_id"] for r in reports}
     if len(instances) != 1:
         raise ValueError("one batch must come from one agent instance")

@@ -141,6 +141,17 @@ def _enqueue_script():
     return redis_client().register_script(_ENQUEUE_LUA)
 
 
+def lua(source: str):
+    """A Lua script on the stream's Redis, registered once per client (the fast lane's, the credential cache's)."""
+    return _registered(redis_client(), source)
+
+
+@cache
+def _registered(client, source: str):
+    # Keyed on the client too: tests (and a settings change) replace `redis_client`'s cached client.
+    return client.register_script(source)
+
+
 def _write_queued_first(node_id: int) -> None:
     """Before a synchronous batch: write this node's queued entries that no writer has finished yet."""
     if not stream_health.available():
