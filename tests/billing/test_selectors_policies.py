@@ -35,3 +35,22 @@ def test_policy_api_validates_and_needs_operator(viewer_api, operator_api):
     again = operator_api.post("/api/v1/checkpoint-policies/", body, format="json")
     assert again.status_code == 400
     assert "pool" in again.json()["error"]["fields"]
+
+
+def test_pool_policies_give_the_same_answer_as_the_per_node_selector(django_assert_num_queries):
+    """The health cycle reads a fleet's policies per pool (a handful of rows) and applies them per node."""
+    from fleet.billing.selectors import checkpoint_max_age, checkpoint_policies_by_pool
+
+    spot_only, every_mode, bare = PoolFactory(), PoolFactory(), PoolFactory()
+    CheckpointPolicyFactory(pool=spot_only, max_checkpoint_age_s=1800)
+    CheckpointPolicyFactory(pool=every_mode, max_checkpoint_age_s=900, applies_to_all_billing_modes=True)
+    nodes = [NodeFactory(pool=pool, billing_mode=mode) for pool in (spot_only, every_mode, bare)
+             for mode in ("spot", "on_demand", "reserved")] + [NodeFactory(billing_mode="spot")]
+
+    with django_assert_num_queries(1):
+        policies = checkpoint_policies_by_pool([n.pool_id for n in nodes])
+    assert policies == {spot_only.pk: (1800, False), every_mode.pk: (900, True)}
+    by_pool = {n.pk: checkpoint_max_age(policies.get(n.pool_id), n.billing_mode) for n in nodes}
+    assert by_pool == checkpoint_policy_for_nodes([n.pk for n in nodes])
+    assert [by_pool[n.pk] for n in nodes[:3]] == [1800, None, None]
+    assert [by_pool[n.pk] for n in nodes[3:6]] == [900, 900, 900]

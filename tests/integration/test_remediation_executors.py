@@ -79,7 +79,8 @@ def test_owned_reboot_with_slurm_and_ssh(slurm, sshd, seeded_remediation, tmp_pa
     boot_id.write_text("11111111-1111-4111-8111-111111111111\n")
     monkeypatch.setattr(ssh_actions, "BOOT_ID_COMMAND", f"cat {boot_id}")
     sshd.fake_command("systemctl", f"echo 22222222-2222-4222-8222-222222222222 > {boot_id}\n")
-    job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 4").strip()
+    # Long enough to outlive any slow machine's way to the drain step; the world ends it once the drain waits on it.
+    job = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 300").strip()
     wait_for(lambda: slurm.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", timeout=30,
              what="the job to run")
 
@@ -89,9 +90,10 @@ def test_owned_reboot_with_slurm_and_ssh(slurm, sshd, seeded_remediation, tmp_pa
     seen = {}
 
     def world(run):
-        if run.kind == "drain" and run.status == StepStatus.WAITING:
+        if run.kind == "drain" and run.status == StepStatus.WAITING and "drain_waited_for" not in seen:
             seen["drain_waited_for"] = run.output.get("jobs")
             seen["reason"] = run.output.get("slurm_reason")
+            slurm.run("scancel", job)  # the job ends; the drain's next poll finds the node idle
         if run.kind == "verify" and "healthy" not in seen:
             seen["healthy"] = healthy_again(node)
 

@@ -4,7 +4,7 @@
 from .compliance import ComplianceItem, compliance_filter, compliance_flags_for_nodes
 from .costs import CostReport, NodeCost, cost_report, node_costs, node_utilisation
 from .node_billing import NodeBilling, NodeBillingRow, node_billing, node_billing_rows
-from .policies import checkpoint_policy_for_nodes
+from .policies import checkpoint_max_age, checkpoint_policies_by_pool, checkpoint_policy_for_nodes
 from .preemptions import (
     GaugeFamily,
     PoolPreemptionDays,
@@ -30,6 +30,8 @@ __all__ = [
     "PoolWhatIf",
     "PreemptionRate",
     "ResolvedPrice",
+    "checkpoint_max_age",
+    "checkpoint_policies_by_pool",
     "checkpoint_policy_for_nodes",
     "pool_preemptions_daily",
     "compliance_filter",

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import orjson
 from django.db.models import Avg, Case, Count, F, Max, Q, TextField, When
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
 from django.db.models.lookups import IsNull
 
-from fleet.billing.selectors import checkpoint_policy_for_nodes
+from fleet.billing.selectors import checkpoint_max_age, checkpoint_policies_by_pool
 from fleet.inventory.choices import BASELINE_STACK_FIELDS, STACK_FIELDS, STACK_LIST_FIELDS
 from fleet.inventory.models import GPU, Node
 from fleet.inventory.selectors import node_baselines
@@ -87,7 +88,11 @@ class _JsonCache:
             return text
         value = self._cache.get(text)
         if value is None:
-            value = self._cache[text] = json.loads(text)
+            try:
+                value = orjson.loads(text)
+            except orjson.JSONDecodeError:  # jsonb holds numbers of any size; orjson stops at 64 bits
+                value = json.loads(text)
+            self._cache[text] = value
         return value
 
 
@@ -231,11 +236,12 @@ _JSON_COLUMNS = [(f"sys_{key}", key) for key in SYSTEM_JSON_KEYS]
 
 def _attach_checkpoint_policies(facts: dict[int, NodeFacts]) -> None:
     """The pool's checkpoint policy (billing decides which nodes it covers), for nodes that report checkpoints."""
-    reporting = [n.id for n in facts.values() if n.status is not None and (
+    reporting = [n for n in facts.values() if n.status is not None and (
         n.status.get("checkpoint_age_s") is not None or (n.status.get("checkpoint") or {}).get("dirs"))]
     if reporting:
-        for node_id, max_age_s in checkpoint_policy_for_nodes(reporting).items():
-            facts[node_id].checkpoint_max_age_s = max_age_s
+        policies = checkpoint_policies_by_pool(n.pool_id for n in reporting)
+        for node in reporting:
+            node.checkpoint_max_age_s = checkpoint_max_age(policies.get(node.pool_id), node.billing_mode)
 
 
 def _attach_baselines(facts: dict[int, NodeFacts]) -> None:

@@ -45,7 +45,7 @@ class SiteViewSet(AuditedModelViewSet):
 
 
 class PoolViewSet(AuditedModelViewSet):
-    queryset = Pool.objects.annotate(node_count=Count("nodes"))
+    queryset = Pool.objects.annotate(node_count=Count("nodes")).order_by("name", "id")  # GROUP BY drops Meta.ordering
     serializer_class = PoolSerializer
     filterset_fields = ["provider", "site", "delivery_form", "billing_mode"]
     search_fields = ["name", "instance_type", "gpu_model"]

@@ -281,7 +281,7 @@ class PoolRemediationSettingsViewSet(AuditedModelViewSet):
 class NodeRemediationSettingsViewSet(AuditedModelViewSet):
     """A node's own executor list (overrides its pool's)."""
 
-    queryset = NodeRemediationSettings.objects.select_related("node")
+    queryset = NodeRemediationSettings.objects.select_related("node").order_by("node_id")
     serializer_class = NodeRemediationSettingsSerializer
     lookup_field = "node"
     # A node id is a 64-bit integer: anything longer is a 404 from the router, not an overflow in the database.
