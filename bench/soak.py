@@ -179,6 +179,7 @@ class Sampler(threading.Thread):
     def __init__(self, groups: dict, redis_url: str, stream: str, database_url: str):
         super().__init__(daemon=True)
         self.groups = groups  # name -> callable giving pids
+        self.cpu = CpuLedger(groups)
         self.redis_url, self.stream, self.database_url = redis_url, stream, database_url
         self.stop = threading.Event()
         self.rss: dict[str, list[tuple[float, int]]] = {}
@@ -197,6 +198,7 @@ class Sampler(threading.Thread):
         while not self.stop.wait(1.0):
             t = time.perf_counter() - self.started
             tick += 1
+            self.cpu.sample()
             if tick % 2 == 0:
                 try:
                     pending = client.xpending(self.stream, "writers")["pending"]
@@ -222,16 +224,43 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _cpu(pids) -> float:
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+def _pid_cpu(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuLedger:
+    """CPU seconds of each process group over the run, per process: a process there at the start counts from its
+    reading then, one that appears later (a PostgreSQL backend, a Celery child) from zero, and each counts up to
+    its last reading (sampled every second, so a process that exits loses at most its last second). Summing one
+    set of pids at the start and another at the end, as this bench first did, lost every backend that came or
+    went in between."""
+
+    def __init__(self, groups: dict):
+        self.groups = groups
+        self.first: dict[tuple[str, int], float] = {}
+        self.last: dict[tuple[str, int], float] = {}
+        self.sample(baseline=True)
+
+    def sample(self, *, baseline: bool = False) -> None:
+        for name, pids in self.groups.items():
+            for pid in pids():
+                cpu = _pid_cpu(pid)
+                if cpu is None:
+                    continue
+                key = (name, pid)
+                if key not in self.first:
+                    self.first[key] = cpu if baseline else 0.0
+                self.last[key] = cpu
+
+    def seconds(self) -> dict[str, float]:
+        out = dict.fromkeys(self.groups, 0.0)
+        for key, last in self.last.items():
+            out[key[0]] += last - self.first[key]
+        return out
 
 
 def _tree(pid: int) -> list[int]:
@@ -346,14 +375,14 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
         groups["postgres"] = lambda: _postgres_pids(database)
         sampler = Sampler(groups, redis_url, stream, args.database_url)
         sampler.start()
-        cpu_before = {name: _cpu(pids()) for name, pids in groups.items()}
         client_cpu = time.process_time()
         load_before = os.getloadavg()
         seconds = args.minutes * 60
         client = Client(templates, args.interval, seconds, "127.0.0.1", args.port)
         asyncio.run(client.run())
         client_cpu = time.process_time() - client_cpu
-        cpu = {name: _cpu(pids()) - cpu_before[name] for name, pids in groups.items()}
+        sampler.cpu.sample()
+        cpu = sampler.cpu.seconds()
         time.sleep(3)
         sampler.stop.set()
         sampler.join(timeout=10)

@@ -17,10 +17,11 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -35,7 +36,11 @@ from .facts import facts_load
 from .finding_routing import findings_route
 from .finding_writes import cycle_changes_write
 from .hysteresis import Hysteresis, StateKey
-from .rule_config import CycleConfig
+from .rule_config import CycleConfig, RuleConfig
+
+if TYPE_CHECKING:
+    from ..models import Rule
+    from ..rules.base import RuleDefinition
 
 # The lock key is part of this module's interface: a session that holds it keeps cycles from running.
 __all__ = ["ADVISORY_LOCK_KEY", "NODE_CYCLE_LOCK_TIMEOUT", "EvaluationResult", "evaluate"]
@@ -121,29 +126,31 @@ def _cycle_run(*, node_ids: list[int] | None, now: datetime) -> EvaluationResult
             definition.prepare(facts, fleet_config.params, config.ctx, node_ids is not None)
     state = Hysteresis.load(node_ids=node_ids, now=now)
     active = state.active_keys()
-    plans: dict[int | None, list] = {}
+    active_nodes = {node_id for _, node_id in active}
+    plans: dict[tuple, list[_PlanEntry]] = {}
+    ctx = config.ctx
     evaluated = 0
     for node in facts.values():
         if node.state == NodeState.RETIRED:
             continue
         evaluated += 1
-        plan = plans.get(node.pool_id)
+        node_id, silent, nvml_ok = node.id, node.silent, node.nvml_ok
+        # Rules a node cannot answer (it is silent, NVML is down, no GPU row is a candidate) are left out of its
+        # plan unless it has state to clear; the plans are built once per combination, not per node.
+        has_state = node_id in active_nodes
+        shape = (node.pool_id, silent, nvml_ok, has_state or bool(node.candidate_gpus))
+        plan = plans.get(shape)
         if plan is None:
-            plan = plans[node.pool_id] = _plan(config, node.pool_id)
-        silent, nvml_ok, has_candidates = node.silent, node.nvml_ok, bool(node.candidate_gpus)
-        for definition, rule_id, row, rule_config in plan:
-            if (definition.needs_report and silent) or (definition.needs_nvml and not nvml_ok):
-                continue
-            key = (rule_id, node.id)
-            if definition.candidates_only and not has_candidates and key not in active:
-                continue  # a GPU rule with no candidate GPU on this node and nothing to clear
+            plan = plans[shape] = _plan(config, *shape)
+        for definition, rule_id, row, rule_config, check, params in plan:
             try:
-                observations = definition.check(node, rule_config.params, config.ctx)
+                observations = check(node, params, ctx)
             except Exception:
-                logger.exception("rule %s failed on node %s; treated as unknown", definition.slug, node.id)
+                logger.exception("rule %s failed on node %s; treated as unknown", definition.slug, node_id)
                 continue
-            if observations is None:
+            if observations is None or not (observations or has_state):
                 continue
+            key = (rule_id, node_id)
             if observations or key in active:
                 state.observe(key, node, definition, row, rule_config, observations)
                 active.discard(key)
@@ -154,13 +161,28 @@ def _cycle_run(*, node_ids: list[int] | None, now: datetime) -> EvaluationResult
                             pending=state.pending, opened_ids=[f.pk for f in created if f.pk is not None])
 
 
-def _plan(config: CycleConfig, pool_id: int | None) -> list:
-    """The rules that run on a pool's nodes, in catalog order, with their effective settings."""
+class _PlanEntry(NamedTuple):
+    definition: RuleDefinition
+    rule_id: int
+    row: Rule
+    rule_config: RuleConfig
+    check: Callable
+    params: dict
+
+
+def _plan(config: CycleConfig, pool_id: int | None, silent: bool, nvml_ok: bool, any_candidate: bool
+          ) -> list[_PlanEntry]:
+    """The rules that run on a pool's nodes of this shape, in catalog order, with their effective settings: a
+    rule that needs a report skips silent nodes, one that needs NVML nodes where it failed, and a GPU rule that
+    only candidate rows can make true nodes with none (`any_candidate`: or with state to clear)."""
     plan = []
     for definition in RULES:
+        if (definition.needs_report and silent) or (definition.needs_nvml and not nvml_ok) or (
+                definition.candidates_only and not any_candidate):
+            continue
         row, rule_config = config.rows.get(definition.slug), config.for_pool(definition.slug, pool_id)
         if row is not None and rule_config is not None and rule_config.enabled:
-            plan.append((definition, row.pk, row, rule_config))
+            plan.append(_PlanEntry(definition, row.pk, row, rule_config, definition.check, rule_config.params))
     return plan
 
 
