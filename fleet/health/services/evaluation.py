@@ -14,11 +14,9 @@ The whole cycle is one transaction, so a failure anywhere leaves the state as th
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from fleet.core.runtime import cyclic_gc_paused
 from fleet.inventory.choices import NodeState
 
 from ..exceptions import EvaluationConflict
@@ -67,21 +66,6 @@ class EvaluationResult:
         return asdict(self)
 
 
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Hold the cyclic garbage collector off for the cycle. Loading a 10,000-node fleet allocates a few hundred
-    thousand small, acyclic objects (rows, dicts, facts) that reference counting frees; each allocation burst
-    would otherwise trigger collections that walk every live object again (measured: 25-30 % of a 10,000-node
-    cycle's CPU). The collector runs as usual once the cycle ends; a caller that disabled it keeps it disabled."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 class _QueryCounter:
     def __init__(self):
         self.count = 0
@@ -98,7 +82,7 @@ def evaluate(*, node_ids: list[int] | None = None, now: datetime | None = None) 
         node_ids = sorted({int(n) for n in node_ids})
     counter = _QueryCounter()
     started = time.perf_counter()
-    with connection.execute_wrapper(counter), _no_cyclic_gc():
+    with connection.execute_wrapper(counter), cyclic_gc_paused():
         try:
             with transaction.atomic():
                 wait_timeout = NODE_CYCLE_LOCK_TIMEOUT if node_ids is not None else None

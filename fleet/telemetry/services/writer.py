@@ -49,6 +49,7 @@ from django.utils import timezone
 from redis.exceptions import ResponseError
 
 from fleet.core import rowsets
+from fleet.core.runtime import cyclic_gc_paused
 from fleet.inventory.models import GPU
 
 from .. import metrics
@@ -257,6 +258,10 @@ class Writer:
         if not messages:
             return 0
         started = time.perf_counter()
+        with cyclic_gc_paused():
+            return self._handle(messages, started)
+
+    def _handle(self, messages: list, started: float) -> int:
         entries, malformed = [], []
         for entry_id, fields in messages:
             entry = entry_decode(entry_id, fields)
