@@ -90,7 +90,7 @@ class _JsonCache:
         if value is None:
             try:
                 value = orjson.loads(text)
-            except orjson.JSONDecodeError:  # jsonb holds numbers of any size; orjson stops at 64 bits
+            except orjson.JSONDecodeError:  # text orjson refuses and json takes (escaped lone surrogates)
                 value = json.loads(text)
             self._cache[text] = value
         return value
