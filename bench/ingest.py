@@ -352,7 +352,9 @@ def main() -> None:
     parser.add_argument("--in-process", type=int, default=0, metavar="N",
                         help="instead of HTTP load: N requests through Django in this process, synchronous and "
                              "queued, with the CPU per report of this process, of its own PostgreSQL backend and of a "
-                             "private Redis (robust on a shared box: CPU time of these processes only)")
+                             "private Redis (robust on a shared box: CPU time of these processes only). A batch "
+                             "keeps one status write per node, so PostgreSQL's share per report shows only with "
+                             "--agents of about N/2 or more (32 agents: 0.07 ms, 1,000: 0.88 ms)")
     parser.add_argument("--rate-of-healthz", type=float, default=0,
                         help="open loop at this multiple of the /healthz rate measured in the same run")
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/fleet_bench")
