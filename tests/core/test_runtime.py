@@ -39,7 +39,7 @@ def test_the_health_cycle_and_the_writer_batch_run_with_it_paused(collector_rest
         seen["cycle"] = gc.isenabled()
         return evaluation.EvaluationResult()
 
-    def handle(self, messages, started):
+    def handle(self, messages):
         seen["batch"] = gc.isenabled()
         return len(messages)
 

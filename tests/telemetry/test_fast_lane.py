@@ -27,7 +27,6 @@ XID79 = ("[ 1234.567890] NVRM: Xid (PCI:0000:01:00): 79, pid=<unknown>, name=<un
 
 def _reset():
     stream.redis_client.cache_clear()
-    stream._enqueue_script.cache_clear()
     stream._registered.cache_clear()
     for dependency in (stream.stream_health, credentials.cache_health, ratelimit.store_health):
         dependency.reset()

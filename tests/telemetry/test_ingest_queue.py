@@ -28,7 +28,7 @@ XID79 = ("[ 1234.567890] NVRM: Xid (PCI:0000:01:00): 79, pid=<unknown>, name=<un
 
 def _reset_clients():
     stream.redis_client.cache_clear()
-    stream._enqueue_script.cache_clear()
+    stream._registered.cache_clear()
     stream.stream_health.reset()
 
 

@@ -120,7 +120,7 @@ def _enqueue(node_id: int, reports: list[dict], now: datetime) -> bool:
         stream_health.failed("unavailable", None)
         return False
     try:
-        entry_id = _enqueue_script()(keys=[stream_name(), node_key(node_id)],
+        entry_id = lua(_ENQUEUE_LUA)(keys=[stream_name(), node_key(node_id)],
                                      args=[node_id, now.isoformat(), orjson.dumps(reports),
                                            settings.INGEST_QUEUE_MAX_ENTRIES])
     except STREAM_ERRORS as exc:
@@ -136,13 +136,9 @@ def _enqueue(node_id: int, reports: list[dict], now: datetime) -> bool:
     return True
 
 
-@cache
-def _enqueue_script():
-    return redis_client().register_script(_ENQUEUE_LUA)
-
-
 def lua(source: str):
-    """A Lua script on the stream's Redis, registered once per client (the fast lane's, the credential cache's)."""
+    """A Lua script on the stream's Redis, registered once per client (the enqueue, the fast lane's, the credential
+    cache's)."""
     return _registered(redis_client(), source)
 
 

@@ -257,11 +257,11 @@ class Writer:
         messages = self.read()
         if not messages:
             return 0
-        started = time.perf_counter()
         with cyclic_gc_paused():
-            return self._handle(messages, started)
+            return self._handle(messages)
 
-    def _handle(self, messages: list, started: float) -> int:
+    def _handle(self, messages: list) -> int:
+        started = time.perf_counter()
         entries, malformed = [], []
         for entry_id, fields in messages:
             entry = entry_decode(entry_id, fields)
