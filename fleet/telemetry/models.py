@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from fleet.core.db import ContentKey
 from fleet.inventory.choices import BillingMode, DeliveryForm
 from fleet.inventory.models import GPU, Node, Pool, Provider, Site
 
@@ -144,6 +145,10 @@ class NodeStatus(models.Model):
     fabric = models.JSONField(default=dict, blank=True,
                               help_text="What the fabric rules judge: GPU settings, NVLink, PCI view, NVSwitch "
                                         "services, InfiniBand ports (telemetry.services.fabric)")
+    # Computed by the database from `fabric` itself, so no write path can leave it stale: nodes of one hardware
+    # build share a digest, and the health cycle reads each distinct digest once (health/services/facts.py).
+    fabric_key = models.GeneratedField(expression=ContentKey("fabric"), output_field=models.CharField(max_length=64),
+                                       db_persist=True, null=True)
     inventory_hash = models.CharField(max_length=64, blank=True)
     boot_id = models.CharField(max_length=64, blank=True, help_text="From the last inventory; a change is a reboot")
 

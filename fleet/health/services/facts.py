@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import orjson
-from django.db.models import Avg, Case, Count, F, Max, Q, TextField, When
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models import Avg, Case, Count, F, Func, Max, Q, TextField, When
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from django.db.models.lookups import IsNull
 
@@ -39,9 +39,10 @@ NODE_STATUS_FIELDS = [
     "disk_util_pct_max", "tcp_retrans_pct", "notice_kind", "notice_deadline", "checkpoint_age_s",
     "mem_total_bytes", "mem_available_bytes",
 ]
-NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint", "fabric"]
-# What the host rules (rules/host.py) read of the stored `system` section: only these keys are selected (the
-# section also holds per-disk rates and more), scalars as text, the rest as JSON text decoded through the cache.
+NODE_STATUS_JSON_FIELDS = ["lost_gpus", "checkpoint"]
+# What the host rules (rules/host.py) read of the stored `system` section (which also holds per-disk rates and
+# more). The section is read whole, as one text, and these keys kept: on PostgreSQL every `system ->> key`
+# decompresses the whole value again, so a dozen keys cost twice the one text (docs/performance.md).
 SYSTEM_SCALAR_KEYS = ["swap_in_pages_per_s", "swap_out_pages_per_s", "swap_total_bytes", "swap_free_bytes",
                       "oom_kills"]
 SYSTEM_JSON_KEYS = ["volumes", "gpu_d_state", "peermem", "clock"]
@@ -88,12 +89,18 @@ class _JsonCache:
             return text
         value = self._cache.get(text)
         if value is None:
-            try:
-                value = orjson.loads(text)
-            except orjson.JSONDecodeError:  # text orjson refuses and json takes (escaped lone surrogates)
-                value = json.loads(text)
-            self._cache[text] = value
+            value = self._cache[text] = self.once(text)
         return value
+
+    @staticmethod
+    def once(text):
+        """Decode a value no other row shares (not kept)."""
+        if text is None or not isinstance(text, str):
+            return text
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:  # text orjson refuses and json takes (escaped lone surrogates)
+            return json.loads(text)
 
 
 def _as_text(field: str):
@@ -131,23 +138,33 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
         return facts
 
     json_columns = {f"{name}_text": _as_text(name) for name in NODE_STATUS_JSON_FIELDS}
+    json_columns["fabric_text"] = _FirstOfKey("fabric", "fabric_key")
+    json_columns["system_text"] = _system_text()
     # When the report carrying a notice was taken (node clock); read only for the few nodes with a notice.
     notice_at = Case(When(~Q(notice_kind=""), then=F("collected_at")), default=None)
     # Likewise for the few nodes that report an OOM kill (the host rule measures its age from the report's time).
     # (The key as text is SQL NULL both when it is absent and when it is JSON null.)
     oom_reported_at = Case(When(IsNull(KeyTextTransform("oom_kill_last_at", "system"), False),
                                 then=F("collected_at")), default=None)
-    system_columns = _system_columns()
     statuses = _scoped(NodeStatus.objects.order_by(), node_ids).annotate(
-        **json_columns, **system_columns, notice_reported_at=notice_at, collected_at_oom=oom_reported_at)
-    for status in statuses.values(*NODE_STATUS_FIELDS, *json_columns, *system_columns, "notice_reported_at",
+        **json_columns, notice_reported_at=notice_at, collected_at_oom=oom_reported_at)
+    fabrics: dict[str, object] = {}  # content key -> the digest, from the one row of each key that carries it
+    shared: list[tuple[dict, str]] = []
+    for status in statuses.values(*NODE_STATUS_FIELDS, "fabric_key", *json_columns, "notice_reported_at",
                                   "collected_at_oom"):
         node = facts.get(status["node_id"])
         if node is not None:
             for name in NODE_STATUS_JSON_FIELDS:
                 status[name] = decode(status.pop(f"{name}_text"))
-            status["system"] = _system_facts(status, decode)
+            status["system"] = _system_facts(status, decode.once(status.pop("system_text")))
+            key, fabric = status.pop("fabric_key"), status.pop("fabric_text")
+            if fabric is None and key is not None:
+                shared.append((status, key))
+            else:
+                status["fabric"] = fabrics[key] = decode(fabric)
             node.status = status
+    for status, key in shared:  # the statement returned each key's digest on one of its rows
+        status["fabric"] = fabrics.get(key)
 
     # The per-node GPU aggregate costs a pass over every GPU status row, so it is computed only for the nodes a
     # rule will read it for. Status rows of GPUs that left the inventory are never refreshed: they do not count.
@@ -188,50 +205,69 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     return facts
 
 
-def _system_columns() -> dict:
-    memory = KeyTransform("memory", KeyTransform("pressure", "system"))
-    return {
-        **{f"sys_{key}": KeyTextTransform(key, "system") for key in SYSTEM_SCALAR_KEYS},
-        "sys_oom_kill_last_at": KeyTextTransform("oom_kill_last_at", "system"),
-        "sys_psi_memory_some": KeyTextTransform("some_avg10", memory),
-        "sys_psi_memory_full": KeyTextTransform("full_avg10", memory),
-        **{f"sys_{key}": Cast(KeyTransform(key, "system"), TextField()) for key in SYSTEM_JSON_KEYS},
-    }
+class _FirstOfKey(Func):
+    """`column` as text on one row of each distinct `key` and NULL on the other rows of that key (rows whose key is
+    NULL, as on SQLite where the key is not computed, all carry their own): a JSON value many rows share is sent
+    and decoded once per statement instead of once per row."""
+
+    arity = 2
+    output_field = TextField()
+    contains_over_clause = True
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        column, key = (compiler.compile(expression) for expression in self.get_source_expressions())
+        sql = (f"CASE WHEN {key[0]} IS NULL OR row_number() OVER (PARTITION BY {key[0]}) = 1 "
+               f"THEN ({column[0]})::text END")
+        return sql, (*key[1], *key[1], *column[1])
+
+    def as_sql(self, compiler, connection, **extra_context):
+        return compiler.compile(_as_text(self.get_source_expressions()[0]))
 
 
-def _number(text):
-    if text is None or isinstance(text, int | float):
-        return text
-    try:
-        return float(text)
-    except ValueError:
+def _system_text():
+    return _as_text("system")
+
+
+def _number(value):
+    """A number the agent reported: JSON numbers as they are, numeric text parsed; anything else (booleans,
+    objects, other text) is no number."""
+    if isinstance(value, bool):
         return None
+    if value is None or isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
-def _system_facts(status: dict, decode: "_JsonCache") -> dict:
-    """The host rules' part of the `system` section, rebuilt from the selected keys (absent keys stay absent,
-    so a rule can tell an older agent that never reports them from a healthy value)."""
+def _system_facts(status: dict, section) -> dict:
+    """The host rules' part of the `system` section (absent keys stay absent, so a rule can tell an older agent
+    that never reports them from a healthy value)."""
     system: dict = {"mem_total_bytes": status["mem_total_bytes"], "mem_available_bytes": status["mem_available_bytes"],
                     "cpu_busy_pct": status["cpu_busy_pct"]}
-    for column, key in _SCALAR_COLUMNS:
-        text = status.pop(column)
-        if text is not None:
-            system[key] = _number(text)
-    last_oom = status.pop("sys_oom_kill_last_at")
+    if not isinstance(section, dict):
+        return system
+    for key in SYSTEM_SCALAR_KEYS:
+        value = section.get(key)
+        if value is not None:
+            system[key] = _number(value)
+    last_oom = section.get("oom_kill_last_at")
     if last_oom is not None or "oom_kills" in system:
         system["oom_kill_last_at"] = last_oom
-    some, full = status.pop("sys_psi_memory_some"), status.pop("sys_psi_memory_full")
-    if some is not None or full is not None:
-        system["pressure"] = {"memory": {"some_avg10": _number(some), "full_avg10": _number(full)}}
-    for column, key in _JSON_COLUMNS:
-        text = status.pop(column)
-        if text is not None and text != "null":
-            system[key] = decode(text)
+    memory = section.get("pressure")
+    memory = memory.get("memory") if isinstance(memory, dict) else None
+    if isinstance(memory, dict):
+        some, full = memory.get("some_avg10"), memory.get("full_avg10")
+        if some is not None or full is not None:
+            system["pressure"] = {"memory": {"some_avg10": _number(some), "full_avg10": _number(full)}}
+    for key in SYSTEM_JSON_KEYS:
+        value = section.get(key)
+        if value is not None:
+            system[key] = value
     return system
-
-
-_SCALAR_COLUMNS = [(f"sys_{key}", key) for key in SYSTEM_SCALAR_KEYS]
-_JSON_COLUMNS = [(f"sys_{key}", key) for key in SYSTEM_JSON_KEYS]
 
 
 def _attach_checkpoint_policies(facts: dict[int, NodeFacts]) -> None:

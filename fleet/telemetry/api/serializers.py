@@ -128,7 +128,7 @@ class NodeStatusSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = NodeStatus
-        exclude = ["node"]
+        exclude = ["node", "fabric_key"]  # the health cycle's read key, not a fact
 
     @extend_schema_field(GPUStatusSerializer(many=True))
     def get_gpus(self, obj) -> list[dict]:
