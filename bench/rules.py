@@ -15,7 +15,8 @@ settings, NVLink, PCI view, fabric manager; on bare metal 8 InfiniBand ports), a
   findings, the second (15 s later) is the steady state that runs every 15 s;
 * the baseline in the same run: the naive per-node evaluation of the same 1,000 nodes in the same state (one
   scoped cycle per node, i.e. the queries-per-node design), and the ratio between the two;
-* the same set-based cycles on 10,000 nodes (80,000 GPUs), with the query count, which must not change;
+* the same set-based cycles on 10,000 nodes (80,000 GPUs), with the query count, which must not change, and the
+  three slowest queries of the steady cycle;
 * with a real Celery worker (unless --no-worker): an urgent event (Xid 79) committed, `evaluate_nodes.delay()`,
   and the time until the finding is visible in the database.
 """
@@ -381,7 +382,7 @@ def _clear_health_state() -> None:
     HealthCondition.objects.all().delete()
 
 
-def _cycle(label: str, now: datetime, node_ids=None) -> dict:
+def _cycle(label: str, now: datetime, node_ids=None, slowest: int = 0) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -399,6 +400,9 @@ def _cycle(label: str, now: datetime, node_ids=None) -> dict:
     print(f"  {label:<44} {seconds * 1000:6.0f} ms (this process's CPU {cpu * 1000:4.0f} ms)  "
           f"{row['queries']:3d} queries  nodes {result.nodes:>6}  "
           f"opened {result.opened:>4}  updated {result.updated:>4}  pending {result.pending:>4}", flush=True)
+    queries = sorted(captured.captured_queries, key=lambda q: float(q["time"]), reverse=True)
+    for query in queries[:slowest]:  # the time until the rows are in, not the Python that turns them into facts
+        print(f"    {float(query['time']) * 1000:6.0f} ms  {query['sql'][:110]}…", flush=True)
     return row
 
 
@@ -542,7 +546,7 @@ def main() -> None:
     # Same starting point and clock as the 1,000-node run, so the two differ only in the fleet size.
     _clear_health_state()
     large_first = _cycle(f"set-based cycle, {fleet.count} nodes (first)", NOW)
-    large = _cycle(f"set-based cycle, {fleet.count} nodes (steady)", NOW + timedelta(seconds=15))
+    large = _cycle(f"set-based cycle, {fleet.count} nodes (steady)", NOW + timedelta(seconds=15), slowest=3)
     _cycle(f"set-based cycle, {fleet.count} nodes (steady)", NOW + timedelta(seconds=30))
     with_host, without_host = _host_checks_share(NOW + timedelta(seconds=45))
     print(f"  host checks (9 rules + the system keys they load), {fleet.count} nodes: steady-cycle CPU "
