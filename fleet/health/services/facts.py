@@ -161,7 +161,9 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
             if fabric is None and key is not None:
                 shared.append((status, key))
             else:
-                status["fabric"] = fabrics[key] = decode(fabric)
+                status["fabric"] = decode(fabric)
+                if key is not None:
+                    fabrics[key] = status["fabric"]
             node.status = status
     for status, key in shared:  # the statement returned each key's digest on one of its rows
         status["fabric"] = fabrics.get(key)
