@@ -36,16 +36,17 @@ def is_data_center(model: str | None) -> bool:
 
 
 def _digest(node) -> dict | None:
-    if node.status is None or node.silent:
+    status = node.status  # (node.silent, read once: ten checks ask on every node)
+    if status is None or status.get("silent"):
         return None
-    return node.status.get("fabric") or None
+    return status.get("fabric") or None
 
 
 def _quiet(digest: dict, *keys: str) -> bool:
     """Ingestion found nothing out of the ordinary for these checks (`attention`): the fast path for the
     healthy majority of a fleet. Baseline pins are not covered; rules with a pin look themselves."""
-    attention = digest.get("attention") or ()
-    return not any(key in attention for key in keys)
+    attention = digest.get("attention")
+    return not attention or not any(key in attention for key in keys)
 
 
 def _known(digest: dict, field: str) -> bool:
