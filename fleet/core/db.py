@@ -5,22 +5,14 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.db.models import Func
 
-# IMMUTABLE (a generated column may only call immutable functions; convert_to is STABLE because the database's
-# encoding could differ, and within one database it does not). Created by the telemetry migration that adds the
-# first ContentKey column.
-CONTENT_KEY_FUNCTION = """
-CREATE OR REPLACE FUNCTION fleet_content_key(value text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$ SELECT encode(sha256(convert_to(value, 'UTF8')), 'hex') $$
-"""
-
 
 class ContentKey(Func):
     """A column's content key for a generated column: the SHA-256 (hex) of its text on PostgreSQL, NULL on SQLite
     (which has no hash function; readers then treat every row as distinct).
 
     A cryptographic hash, because the content comes from agents: a key another node's content could be made to
-    collide with would let one node's report stand in for another's."""
+    collide with would let one node's report stand in for another's. The SQL function is created by migration
+    telemetry.0012."""
 
     function = "fleet_content_key"
 

@@ -36,10 +36,9 @@ def is_data_center(model: str | None) -> bool:
 
 
 def _digest(node) -> dict | None:
-    status = node.status  # (node.silent, read once: ten checks ask on every node)
-    if status is None or status.get("silent"):
+    if node.silent:  # (also when there is no status)
         return None
-    return status.get("fabric") or None
+    return node.status.get("fabric") or None
 
 
 def _quiet(digest: dict, *keys: str) -> bool:

@@ -83,9 +83,7 @@ class _JsonCache:
         self._cache: dict[str, object] = {}
 
     def __call__(self, text):
-        if text is None:
-            return None
-        if not isinstance(text, str):  # a backend that decoded it already
+        if not isinstance(text, str):  # None, or a backend that decoded it already
             return text
         value = self._cache.get(text)
         if value is None:
@@ -95,7 +93,7 @@ class _JsonCache:
     @staticmethod
     def once(text):
         """Decode a value no other row shares (not kept)."""
-        if text is None or not isinstance(text, str):
+        if not isinstance(text, str):
             return text
         try:
             return orjson.loads(text)
@@ -227,6 +225,7 @@ class _FirstOfKey(Func):
 
 
 def _system_text():
+    """The `system` column as text (bench/rules.py replaces it to time the cycle without the section)."""
     return _as_text("system")
 
 

@@ -9,10 +9,18 @@ from django.db import migrations, models
 
 import fleet.core.db
 
+# IMMUTABLE (a generated column may only call immutable functions; convert_to is STABLE because the database's
+# encoding could differ, and within one database it does not).
+CONTENT_KEY_FUNCTION = """
+CREATE OR REPLACE FUNCTION fleet_content_key(value text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT encode(sha256(convert_to(value, 'UTF8')), 'hex') $$
+"""
+
 
 def create_function(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(fleet.core.db.CONTENT_KEY_FUNCTION)
+        schema_editor.execute(CONTENT_KEY_FUNCTION)
 
 
 def drop_function(apps, schema_editor):
