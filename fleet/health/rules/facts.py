@@ -67,10 +67,10 @@ class NodeFacts:
     site_id: int | None = None  # the node's site, else its pool's
     site_name: str = ""
     status: dict | None = None
-    stack: dict | None = None
-    # A hashable fingerprint of the stack as stored (identical stacks, identical keys): lets checks whose result
-    # depends only on the stack compute it once per distinct stack per cycle.
-    stack_key: tuple | None = None
+    stack: dict | None = None  # shared by the nodes of one cycle whose stacks are identical: not to be mutated
+    # A small number for the stack's content (identical stacks, identical keys, within one cycle): lets checks whose
+    # result depends only on the stack compute it once per distinct stack per cycle.
+    stack_key: int | None = None
     baseline: dict | None = None
     checkpoint_max_age_s: int | None = None  # from the pool's checkpoint policy (billing), when it covers the node
     gpu_summary: dict | None = None

@@ -265,6 +265,8 @@ def _room_thermal(node, params, ctx):
     if not total:
         return None
     hot = _hot_rows(node)
+    if not hot:  # neither this node (min_gpus is at least 2) nor its site's share can make it true
+        return []
     share = 100.0 * len(hot) / total
     temperatures = sorted(t for t in (row.get("temperature_c") for row in hot) if t is not None)
     span = Msg(" at {low}–{high} °C", low=temperatures[0], high=temperatures[-1]) if temperatures else ""

@@ -90,6 +90,16 @@ def _too_new(runtimes: list[dict], ceiling: tuple[int, int], allow_minor: bool) 
             if ((item["cuda"][0] > ceiling[0]) if allow_minor else (item["cuda"] > ceiling))]
 
 
+def _cuda_judged(stack: dict, models: tuple, allow_minor: bool) -> dict | None:
+    """The verdict for a stack on GPUs of these models; None when the driver's CUDA version is unknown."""
+    driver_cuda = parse_cuda(stack.get("cuda_driver_version"))
+    if driver_cuda is None:
+        return None
+    datacenter = all(is_datacenter_gpu(m) for m in models) if models and all(models) else None
+    return {**_cuda_verdict(stack, driver_cuda, allow_minor, datacenter), "driver_cuda": driver_cuda,
+            "datacenter": datacenter}
+
+
 def _cuda_verdict(stack: dict, driver_cuda: tuple[int, int], allow_minor: bool, datacenter: bool | None) -> dict:
     runtimes, compat = _cuda_runtimes(stack)
     ceiling, compat_note, honoured = driver_cuda, "", None  # compat_note: "" or a Msg
@@ -114,17 +124,17 @@ def _cuda_driver_too_old(node, params, ctx):
     stack = node.stack
     if not stack:
         return None
-    driver_cuda = parse_cuda(stack.get("cuda_driver_version"))
-    if driver_cuda is None:
-        return None
     allow_minor = params["allow_minor_version_compat"]
-    models = sorted({kind[0] or "" for kind in node.gpu_kinds})
-    datacenter = all(is_datacenter_gpu(m) for m in models) if models and all(models) else None
-    key = ("cuda", allow_minor, datacenter, node.stack_key) if node.stack_key is not None else None
-    verdict = _memo(ctx, key, lambda: _cuda_verdict(stack, driver_cuda, allow_minor, datacenter))
+    # Keyed on what the verdict depends on, so a fleet of a few stacks and GPU models computes it a few times.
+    models = tuple(sorted({kind[0] or "" for kind in node.gpu_kinds}))
+    key = ("cuda", allow_minor, models, node.stack_key) if node.stack_key is not None else None
+    verdict = _memo(ctx, key, lambda: _cuda_judged(stack, models, allow_minor))
+    if verdict is None:
+        return None
     problems = verdict["problems"]
     if not problems:
         return []
+    driver_cuda, datacenter = verdict["driver_cuda"], verdict["datacenter"]
     driver = stack.get("driver_version") or "?"
     needed = max(item["cuda"] for item in problems)
     summary = Msg("driver {driver} supports CUDA ≤ {cuda}{compat_note}, {problems}", driver=driver,
@@ -174,20 +184,26 @@ def _missing_archs(frameworks, capabilities: tuple) -> list[tuple[dict, tuple[in
     return problems
 
 
-def _arch_not_supported(node, params, ctx):
-    stack = node.stack
-    if not stack or not node.gpu_kinds:
-        return None
+def _arch_problems(stack: dict, reported: tuple) -> list | None:
     capabilities: dict[tuple[int, int], int] = {}
-    for _model, _memory, capability, count in node.gpu_kinds:
+    for capability, count in reported:
         parsed = parse_capability(capability)
         if parsed is not None:
             capabilities[parsed] = capabilities.get(parsed, 0) + count
     if not capabilities:
         return None
-    ordered = tuple(sorted(capabilities.items()))
-    key = ("arch", ordered, node.stack_key) if node.stack_key is not None else None
-    problems = _memo(ctx, key, lambda: _missing_archs(stack.get("frameworks"), ordered))
+    return _missing_archs(stack.get("frameworks"), tuple(sorted(capabilities.items())))
+
+
+def _arch_not_supported(node, params, ctx):
+    stack = node.stack
+    if not stack or not node.gpu_kinds:
+        return None
+    reported = tuple((capability, count) for _model, _memory, capability, count in node.gpu_kinds)
+    key = ("arch", reported, node.stack_key) if node.stack_key is not None else None
+    problems = _memo(ctx, key, lambda: _arch_problems(stack, reported))
+    if problems is None:  # no GPU with a known compute capability
+        return None
     if not problems:
         return []
     parts = [Msg("{framework} has no kernel image for {sm} ({count} GPU(s) of compute capability {capability}; "

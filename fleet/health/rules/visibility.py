@@ -69,6 +69,8 @@ def _gpu_count_low(node, params, ctx):
 
 def _gpu_lost(node, params, ctx):
     """Lost in the latest report, or a `gpu_lost` event in the window (the report may not have caught up)."""
+    if not (node.events or (node.status or {}).get("lost_gpus") or any(row.get("lost") for row in node.candidate_gpus)):
+        return None if node.status is None else []  # nothing lost (the common case, decided without the walk below)
     window_start = ctx.now.timestamp() - params["window_s"]
     lost: dict[str, Observation] = {}
 

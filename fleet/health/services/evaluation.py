@@ -126,17 +126,17 @@ def _cycle_run(*, node_ids: list[int] | None, now: datetime) -> EvaluationResult
         plan = plans.get(shape)
         if plan is None:
             plan = plans[shape] = _plan(config, *shape)
-        for definition, rule_id, row, rule_config, check, params in plan:
+        for check, params, entry in plan:  # the hot loop: a healthy node's checks mostly return [] or None
             try:
                 observations = check(node, params, ctx)
             except Exception:
-                logger.exception("rule %s failed on node %s; treated as unknown", definition.slug, node_id)
+                logger.exception("rule %s failed on node %s; treated as unknown", entry.definition.slug, node_id)
                 continue
             if observations is None or not (observations or has_state):
                 continue
-            key = (rule_id, node_id)
+            key = (entry.rule_id, node_id)
             if observations or key in active:
-                state.observe(key, node, definition, row, rule_config, observations)
+                state.observe(key, node, entry.definition, entry.row, entry.rule_config, observations)
                 active.discard(key)
     _force_clear(state, active, facts, config)
     findings_route(findings=state.changes.to_route, facts=facts)
@@ -150,12 +150,10 @@ class _PlanEntry(NamedTuple):
     rule_id: int
     row: Rule
     rule_config: RuleConfig
-    check: Callable
-    params: dict
 
 
 def _plan(config: CycleConfig, pool_id: int | None, silent: bool, nvml_ok: bool, any_candidate: bool
-          ) -> list[_PlanEntry]:
+          ) -> list[tuple[Callable, dict, _PlanEntry]]:
     """The rules that run on a pool's nodes of this shape, in catalog order, with their effective settings: a
     rule that needs a report skips silent nodes, one that needs NVML nodes where it failed, and a GPU rule that
     only candidate rows can make true nodes with none (`any_candidate`: or with state to clear)."""
@@ -166,7 +164,7 @@ def _plan(config: CycleConfig, pool_id: int | None, silent: bool, nvml_ok: bool,
             continue
         row, rule_config = config.rows.get(definition.slug), config.for_pool(definition.slug, pool_id)
         if row is not None and rule_config is not None and rule_config.enabled:
-            plan.append(_PlanEntry(definition, row.pk, row, rule_config, definition.check, rule_config.params))
+            plan.append((definition.check, rule_config.params, _PlanEntry(definition, row.pk, row, rule_config)))
     return plan
 
 

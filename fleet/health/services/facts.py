@@ -115,6 +115,7 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
     """
     facts: dict[int, NodeFacts] = {}
     decode = _JsonCache()
+    stacks: dict[tuple, tuple[int, dict]] = {}  # stack content as read -> (its key, the decoded stack), once each
     stack_columns = {f"stack_{name}": _as_text(f"current_stack__{name}") if name in STACK_LIST_FIELDS
                      else F(f"current_stack__{name}") for name in STACK_FIELDS}
     nodes = _scoped(Node.objects.order_by(), node_ids, "pk").annotate(**stack_columns)
@@ -128,9 +129,13 @@ def facts_load(*, node_ids: list[int] | None, now: datetime, windows: FactWindow
                          site_id=site_id if site_id is not None else pool_site_id,
                          site_name=(site_name if site_id is not None else pool_site_name) or "")
         if stack_id is not None:
-            node.stack_key = row[16:]
-            node.stack = {name: decode(value) if name in STACK_LIST_FIELDS else value
-                          for name, value in zip(STACK_FIELDS, node.stack_key, strict=True)}
+            content = row[16:]
+            known = stacks.get(content)
+            if known is None:
+                known = stacks[content] = (len(stacks), {
+                    name: decode(value) if name in STACK_LIST_FIELDS else value
+                    for name, value in zip(STACK_FIELDS, content, strict=True)})
+            node.stack_key, node.stack = known
         facts[node_id] = node
     if not facts:
         return facts
