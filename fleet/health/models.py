@@ -141,7 +141,8 @@ class Finding(models.Model):
     resolution = models.CharField(max_length=200, blank=True)
     # When the finding last changed: opened, its content (severity, summary, evidence, routing…) rewritten, or
     # resolved; NOT when it was merely seen again (that moves last_seen only). The health cycle writes findings in
-    # bulk (bulk_update / update(), which skip auto_now), so it sets this itself (services/finding_writes.py).
+    # bulk (`fleet.core.db.rows_update`, `update()`: both skip auto_now), so it sets this itself
+    # (services/finding_writes.py).
     updated_at = models.DateTimeField(auto_now=True, db_index=True,
                                       help_text="When the finding was opened, changed or resolved (not seen again)")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from fleet.core.db import rows_update
+
 from ..choices import FindingState
 from ..models import Finding, HealthCondition
 from ..signals import findings_changed
@@ -24,10 +26,10 @@ def cycle_changes_write(*, changes: ChangeSet, now: datetime) -> list[Finding]:
     changed_conditions = [c for c in {id(c): c for c in changes.conditions_changed}.values()
                           if c.pk and c.pk not in set(changes.conditions_gone)]
     if changed_conditions:
-        HealthCondition.objects.bulk_update(changed_conditions, ["first_true_at", "first_false_at"])
+        rows_update(HealthCondition, changed_conditions, ["first_true_at", "first_false_at"])
     # A finding that is still true and says the same as before only moves its last_seen (one cheap UPDATE, and
     # not its updated_at: incremental sync asks for what changed); the expensive per-row rewrite is for findings
-    # whose content changed or that resolved, and it stamps updated_at (bulk_update skips auto_now).
+    # whose content changed or that resolved, and it stamps updated_at (a bulk write skips auto_now).
     rewrite, seen_again = [], []
     for finding in changes.findings_changed.values():
         if finding.state == FindingState.OPEN and changes.findings_before.get(finding.pk) == finding_content(finding):
@@ -38,7 +40,7 @@ def cycle_changes_write(*, changes: ChangeSet, now: datetime) -> list[Finding]:
     if seen_again:
         Finding.objects.filter(pk__in=seen_again).update(last_seen=now)
     if rewrite:
-        Finding.objects.bulk_update(rewrite, _REWRITE_FIELDS)
+        rows_update(Finding, rewrite, _REWRITE_FIELDS)
     created = Finding.objects.bulk_create(changes.findings_new) if changes.findings_new else []
     if created:
         # auto_now stamped the insert with the wall clock; the cycle's own time keeps one cycle's writes together.
