@@ -221,7 +221,7 @@ def _arch_not_supported(node, params, ctx):
                               "gpus": n} for f, c, n in problems]})]
 
 
-def _drift_items(node, memo: dict) -> list[dict]:
+def _drift_items(node, ctx) -> list[dict]:
     stack, baseline = node.stack, node.baseline
 
     def compute():
@@ -232,11 +232,7 @@ def _drift_items(node, memo: dict) -> list[dict]:
                                  for f in BASELINE_STACK_FIELDS}))
 
     key = ("drift", baseline["id"], node.stack_key) if node.stack_key is not None else None
-    if key is None:
-        return compute()
-    if key not in memo:
-        memo[key] = compute()
-    return memo[key]
+    return _memo(ctx, key, compute)
 
 
 def _blank(field_name: str):
@@ -255,7 +251,7 @@ def _stack_drift(node, params, ctx):
     if not node.stack:
         return None
     ignored = set(params["ignore_fields"])
-    drift = [item for item in _drift_items(node, ctx.memo)
+    drift = [item for item in _drift_items(node, ctx)
              if item["field"] not in ignored and item["field"].split(".")[0] not in ignored]
     if not drift:
         return []

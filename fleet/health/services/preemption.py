@@ -23,13 +23,11 @@ def findings_close_for_preempted(*, node_ids: list[int], record_ids: list[int], 
         if not findings:
             return []
         records = ", ".join(f"#{pk}" for pk in record_ids)
-        for finding in findings:
-            finding.state = FindingState.RESOLVED
-            finding.resolved_at = now
-            finding.resolution = f"instance reclaimed: preemption recorded ({records})"[:200]
-            finding.updated_at = now  # bulk_update skips auto_now
-        Finding.objects.bulk_update(findings, ["state", "resolved_at", "resolution", "updated_at"])
-        HealthCondition.objects.filter(node_id__in=node_ids, rule__slug=PREEMPTION_NOTICE_RULE).delete()
         resolved = [f.pk for f in findings]
+        # Every one is closed the same way: one plain UPDATE (which skips auto_now, hence updated_at).
+        Finding.objects.filter(pk__in=resolved).update(
+            state=FindingState.RESOLVED, resolved_at=now, updated_at=now,
+            resolution=f"instance reclaimed: preemption recorded ({records})"[:200])
+        HealthCondition.objects.filter(node_id__in=node_ids, rule__slug=PREEMPTION_NOTICE_RULE).delete()
         findings_changed.send(sender=Finding, opened=[], resolved=resolved, now=now)
     return resolved
