@@ -274,6 +274,30 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
+# The server settings that shape a soak's figures, recorded with them: a development or CI server often runs
+# with autovacuum off, which production never should (docs/deploy.md), and the WAL and buffer settings decide
+# how often checkpoints land inside the run.
+POSTGRES_SETTINGS = ["autovacuum", "shared_buffers", "max_wal_size", "checkpoint_timeout", "work_mem", "fsync",
+                     "synchronous_commit", "max_parallel_workers_per_gather"]
+
+
+def _postgres_state(database_url: str) -> dict:
+    """The server's settings above, and its counters of autovacuum/autoanalyze runs and checkpoints so far."""
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        settings = dict(conn.execute("SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)",
+                                     [POSTGRES_SETTINGS]).fetchall())
+        vacuums, analyzes = conn.execute("SELECT coalesce(sum(autovacuum_count), 0), "
+                                         "coalesce(sum(autoanalyze_count), 0) FROM pg_stat_user_tables").fetchone()
+        newer = conn.execute("SELECT to_regclass('pg_catalog.pg_stat_checkpointer') IS NOT NULL").fetchone()[0]
+        timed, requested = conn.execute(  # PostgreSQL 17 moved the counters to their own view
+            "SELECT num_timed, num_requested FROM pg_stat_checkpointer" if newer
+            else "SELECT checkpoints_timed, checkpoints_req FROM pg_stat_bgwriter").fetchone()
+    return {"settings": settings, "autovacuums": int(vacuums), "autoanalyzes": int(analyzes),
+            "checkpoints": int(timed) + int(requested)}
+
+
 def _postgres_pids(database: str) -> list[int]:
     pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -377,6 +401,7 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
         sampler.start()
         client_cpu = time.process_time()
         load_before = os.getloadavg()
+        postgres_before = _postgres_state(args.database_url)
         seconds = args.minutes * 60
         client = Client(templates, args.interval, seconds, "127.0.0.1", args.port)
         asyncio.run(client.run())
@@ -387,6 +412,7 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
         sampler.stop.set()
         sampler.join(timeout=10)
         load_after = os.getloadavg()
+        postgres_after = _postgres_state(args.database_url)
     finally:
         for proc in procs.values():
             proc.terminate()
@@ -423,7 +449,9 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
         "failed_after_warmup": sum(1 for at, _, status in client.results if status != 200 and at >= warmup),
         "ingest_after_warmup": latency, "health_cycles": len(cycles),
         "health_cycle_s": {"median": round(statistics.median(cycles), 2) if cycles else None,
-                           "max": round(max(cycles), 2) if cycles else None},
+                           "max": round(max(cycles), 2) if cycles else None,
+                           "over_target": sum(1 for c in cycles if c >= TARGET_CYCLE_S),
+                           "each": [round(c, 2) for c in cycles]},
         "silence_sweeps": sweeps, "nodes_ever_silent": len(sampler.ever_silent),
         "queue_depth": {"max_entries": max((d[1] for d in sampler.depth), default=None),
                         "max_pending": max((d[2] for d in sampler.depth), default=None),
@@ -433,6 +461,9 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
         "cpu_cores_used": {name: round(s / seconds, 2) for name, s in cpu.items()},
         "rss": memory, "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in load_after], "logs": str(logs),
+        "postgres": {"settings": postgres_after["settings"], **{
+            f"{name}_during_run": postgres_after[name] - postgres_before[name]
+            for name in ("autovacuums", "autoanalyzes", "checkpoints")}},
     }
     result["targets"] = {
         "ingest_p99_under_250ms": latency.get("p99_ms") is not None and latency["p99_ms"] < TARGET_P99_MS,
@@ -458,6 +489,13 @@ def main() -> None:  # noqa: C901 (one run, start to finish)
     for name, ok in result["targets"].items():
         figure, target = shown[name]
         print(f"  {'PASS' if ok else 'FAIL'}  {name:24s} {figure}  (target {target})", file=sys.stderr)
+    postgres = result["postgres"]
+    print(f"  PostgreSQL: {', '.join(f'{k}={v}' for k, v in sorted(postgres['settings'].items()))}; during the run "
+          f"{postgres['autovacuums_during_run']} autovacuums, {postgres['autoanalyzes_during_run']} autoanalyzes, "
+          f"{postgres['checkpoints_during_run']} checkpoints", file=sys.stderr)
+    if postgres["settings"].get("autovacuum") != "on":
+        print("  NOTE  this PostgreSQL runs with autovacuum off, which production must not: the figures leave out "
+              "its cost", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(text)
     sys.exit(0 if all(result["targets"].values()) else 1)
