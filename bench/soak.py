@@ -18,7 +18,8 @@ coordinated omission). The client's own CPU is reported apart from the stack's.
 Checked and printed as JSON: ingest p50/p99 (after warm-up), errors, nodes ever seen silent (sampled every 5 s;
 none may be), the health cycle's duration (from the worker's log), resident memory of every process sampled over
 the run (after warm-up it must stay flat: first vs last third), the ingest queue depth (sampled every 2 s), CPU per
-report of each process group, and the load average (the box may be shared). Exit status 1 if a target is missed.
+report of each process group, and the load average (the box may be shared), with PostgreSQL's settings that shape
+the figures and the autovacuums and checkpoints that fell inside the run. Exit status 1 if a target is missed.
 """
 
 import argparse
