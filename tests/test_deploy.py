@@ -92,6 +92,13 @@ def test_front_balances_over_the_scaled_web_service():
     assert SERVICES["front"]["volumes"][0].endswith(":/usr/local/etc/haproxy/haproxy.cfg:ro")
 
 
+def test_front_container_may_open_what_its_maxconn_needs():
+    # HAProxy needs two descriptors per connection (client and server side) and refuses to start without them.
+    maxconn = int(re.search(r"maxconn (\d+)", (ROOT / "deploy/haproxy/haproxy.cfg").read_text()).group(1))
+    nofile = SERVICES["front"]["ulimits"]["nofile"]
+    assert min(nofile["soft"], nofile["hard"]) >= 2 * maxconn + 100
+
+
 def test_prometheus_scrapes_metrics_with_the_bearer_token():
     config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     (job,) = config["scrape_configs"]
