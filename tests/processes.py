@@ -3,6 +3,7 @@
 import contextlib
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +60,13 @@ def running(command: list[str], *, log: Path, ready: Callable[[], bool], what: s
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def gunicorn(port: int, *options: str, log: Path, env: dict | None = None, what: str = "gunicorn"):
+    """The web app under gunicorn on 127.0.0.1:`port` (`options`: workers, threads, …), ready once /healthz
+    answers; see `running`."""
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", *options]
+    return running(command, log=log, ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), what=what, env=env)
 
 
 def free_port() -> int:

@@ -26,7 +26,7 @@ from fleet.telemetry.services.enrollment import enrollment_token_create
 from fleet_agent.simulator import SimulatedAgent, load_scenario, parse_scenario
 from fleet_agent.timeutil import utc_now
 from tests.factories import ProviderFactory, UserFactory
-from tests.processes import RedisServer, child_pids, free_port, http_ok, running, wait_for
+from tests.processes import RedisServer, child_pids, free_port, gunicorn, running, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")]
@@ -128,10 +128,8 @@ def test_no_report_lost_or_doubled_through_worker_kills_and_a_redis_restart(tmp_
     stop = threading.Event()
     try:
         with contextlib.ExitStack() as stack:
-            gunicorn = stack.enter_context(running(
-                [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-                 "--timeout", "30"], log=tmp_path / "gunicorn.log", env=env, what="gunicorn",
-                ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz")))
+            web = stack.enter_context(gunicorn(port, "--workers", "2", "--timeout", "30",
+                                               log=tmp_path / "gunicorn.log", env=env))
             first_worker = _celery_worker(stack, tmp_path / "celery-1.log", env)
             _ingest_writer(stack, tmp_path / "writer.log", env)
             server = f"http://127.0.0.1:{port}"
@@ -156,7 +154,7 @@ def test_no_report_lost_or_doubled_through_worker_kills_and_a_redis_restart(tmp_
             time.sleep(failopen.RETRY_AFTER_FAILURE_S - 2)
             runners[0].jump_to = XID_79_AT
             time.sleep(1)
-            os.kill(child_pids(gunicorn.pid)[0], signal.SIGKILL)
+            os.kill(child_pids(web.pid)[0], signal.SIGKILL)
             time.sleep(3)
             stop.set()
             for runner in runners:

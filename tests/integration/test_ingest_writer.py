@@ -22,7 +22,7 @@ from fleet.telemetry.services.enrollment import enrollment_token_create, node_en
 from fleet.telemetry.services.history import history_bucket
 from fleet.telemetry.validation import parse_time
 from tests.factories import PoolFactory, ProviderFactory, UserFactory
-from tests.processes import RedisServer, free_port, http_ok, running, wait_for
+from tests.processes import RedisServer, free_port, gunicorn, running, wait_for
 from tests.telemetry.reports import ReportBuilder, gpu_entry
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True),
@@ -130,10 +130,7 @@ def test_killed_writers_and_a_restarted_redis_lose_nothing_and_store_nothing_twi
     with RedisServer(tmp_path / "redis", aof=True) as server:
         env = {"FLEET_TEST_INGEST_QUEUE": "1", "INGEST_QUEUE_URL": server.url, "INGEST_STREAM": stream,
                "METRICS_TOKEN": "", "INGEST_QUEUE_TIMEOUT_MS": "500"}
-        web = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "2",
-               "--timeout", "60"]
-        with running(web, log=tmp_path / "gunicorn.log", ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
-                     what="gunicorn", env=env):
+        with gunicorn(port, "--workers", "2", "--timeout", "60", log=tmp_path / "gunicorn.log", env=env):
             fleet = Fleet(port, _agents())
             fleet.round(inventory=True)  # written in the request (inventories), creates the GPU rows
             with _writer("a", tmp_path, env) as a, _writer("b", tmp_path, env) as b:

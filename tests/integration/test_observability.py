@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -17,7 +16,7 @@ import urllib.request
 import pytest
 
 from tests.integration.test_ingest_writer import Fleet, _agents
-from tests.processes import ROOT, free_port, http_ok, running, wait_for
+from tests.processes import ROOT, free_port, gunicorn, http_ok, running, wait_for
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.django_db(transaction=True),
@@ -60,14 +59,11 @@ def test_prometheus_scrapes_the_control_plane_and_answers_every_dashboard_query(
     check = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
 
-    web = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{web_port}", "--workers", "2",
-           "--timeout", "60"]
     (tmp_path / "multiproc").mkdir()
     env = {"METRICS_TOKEN": TOKEN, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "multiproc")}
     prometheus = ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                   f"--web.listen-address=127.0.0.1:{prometheus_port}"]
-    with running(web, log=tmp_path / "gunicorn.log", ready=lambda: http_ok(f"http://127.0.0.1:{web_port}/healthz"),
-                 what="gunicorn", env=env), \
+    with gunicorn(web_port, "--workers", "2", "--timeout", "60", log=tmp_path / "gunicorn.log", env=env), \
             running(prometheus, log=tmp_path / "prometheus.log", what="prometheus",
                     ready=lambda: http_ok(f"http://127.0.0.1:{prometheus_port}/-/ready")):
         fleet = Fleet(web_port, _agents())

@@ -5,13 +5,12 @@ import http.client
 import json
 import os
 import signal
-import sys
 import threading
 import time
 
 import pytest
 
-from tests.processes import child_pids, free_port, http_ok, running, wait_for
+from tests.processes import child_pids, free_port, gunicorn, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -32,12 +31,10 @@ def _post(port: int) -> tuple[int, dict, dict, float]:
 @pytest.mark.parametrize("worker_class", ["sync", "gthread"])
 def test_requests_queued_behind_a_frozen_worker_are_shed_with_503(worker_class, tmp_path):
     port = free_port()
-    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-               "--worker-class", worker_class, "--threads", "2", "--timeout", "60"]
     env = {"WEB_QUEUE_MAX_MS": "1000", "WEB_QUEUE_TARGET_MS": "1000", "WEB_SHED_RETRY_AFTER_S": "7",
            "METRICS_TOKEN": ""}
-    with running(command, log=tmp_path / "gunicorn.log", ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
-                 what="gunicorn", env=env) as master:
+    with gunicorn(port, "--workers", "1", "--worker-class", worker_class, "--threads", "2", "--timeout", "60",
+                  log=tmp_path / "gunicorn.log", env=env) as master:
         assert _post(port)[0] == 401  # processed: an unknown credential (this also warms the worker up)
         (worker,) = wait_for(lambda: child_pids(master.pid), what="the gunicorn worker")
 

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from fleet.telemetry.models import NodeStatus
 from tests.integration.test_ingest_writer import Fleet, _agents, _drained, _writer
-from tests.processes import ROOT, RedisServer, child_database_url, free_port, http_ok, running, wait_for
+from tests.processes import ROOT, RedisServer, free_port, gunicorn, http_ok, running, wait_for
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.django_db(transaction=True),
@@ -61,29 +62,28 @@ def _front_config(listen_port: int, replica_ports: list[int]) -> str:
     return text
 
 
-def _pooler_config(workdir: Path, listen_port: int, database: str, user: str) -> Path:
-    """The shipped PgBouncer configuration with a loopback database, port and user list."""
+def _pooler_config(workdir: Path, listen_port: int, database: dict) -> Path:
+    """The shipped PgBouncer configuration with the test database, a loopback port and a user list."""
     shipped = configparser.ConfigParser(interpolation=None)
     shipped.read(ROOT / "deploy/pgbouncer/pgbouncer.ini")
     assert shipped["pgbouncer"]["pool_mode"] == "transaction"
-    settings = dict(shipped["pgbouncer"])
+    options = dict(shipped["pgbouncer"])
     users = workdir / "userlist.txt"
-    users.write_text(f'"{user}" "{PASSWORD}"\n')
-    settings.update(listen_addr="127.0.0.1", listen_port=str(listen_port), auth_file=str(users),
-                    unix_socket_dir="", admin_users=user, logfile="", pidfile="")
+    users.write_text(f'"{database["USER"]}" "{PASSWORD}"\n')
+    options.update(listen_addr="127.0.0.1", listen_port=str(listen_port), auth_file=str(users),
+                   unix_socket_dir="", admin_users=database["USER"], logfile="", pidfile="")
+    server = f"host={database['HOST'] or '127.0.0.1'} port={database['PORT'] or 5432} dbname={database['NAME']}"
     ini = workdir / "pgbouncer.ini"
-    ini.write_text(f"[databases]\n{database} = host=127.0.0.1 port=5432 dbname={database}\n\n[pgbouncer]\n"
-                   + "".join(f"{key} = {value}\n" for key, value in settings.items()))
+    ini.write_text(f"[databases]\n{database['NAME']} = {server}\n\n[pgbouncer]\n"
+                   + "".join(f"{key} = {value}\n" for key, value in options.items()))
     for path in (workdir, users, ini):  # readable by the unprivileged user PgBouncer drops to under root
         path.chmod(0o755 if path.is_dir() else 0o644)
     return ini
 
 
 def _replica(name: str, port: int, tmp_path: Path, env: dict):
-    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-               "--threads", "4", "--timeout", "60", "--access-logfile", str(tmp_path / f"{name}-access.log")]
-    return running(command, log=tmp_path / f"{name}.log", ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
-                   what=f"replica {name}", env=env)
+    return gunicorn(port, "--workers", "1", "--threads", "4", "--timeout", "60", "--access-logfile",
+                    str(tmp_path / f"{name}-access.log"), log=tmp_path / f"{name}.log", env=env, what=f"replica {name}")
 
 
 def _served(tmp_path: Path, name: str) -> int:
@@ -92,13 +92,13 @@ def _served(tmp_path: Path, name: str) -> int:
 
 
 def test_agents_report_through_the_front_to_two_replicas_on_transaction_pooling(tmp_path):
-    direct = child_database_url()
-    database, user = direct.rsplit("/", 1)[1], direct.split("://", 1)[1].split("@", 1)[0].split(":", 1)[0]
+    test_database = settings.DATABASES["default"]
+    database, user = test_database["NAME"], test_database["USER"]
     pooler_dir = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
     pooler_port, front_port, ports = free_port(), free_port(), [free_port(), free_port()]
     pooled = f"postgres://{user}:{PASSWORD}@127.0.0.1:{pooler_port}/{database}"
     stream = f"it:{uuid.uuid4().hex[:8]}"
-    ini = _pooler_config(pooler_dir, pooler_port, database, user)
+    ini = _pooler_config(pooler_dir, pooler_port, test_database)
     pooler = ["pgbouncer", *(["-u", "postgres"] if os.geteuid() == 0 else []), str(ini)]
 
     def pooler_up() -> bool:
