@@ -61,6 +61,19 @@ def _django(database_url: str):
     django.setup()
 
 
+def in_process_django(database_url: str, **settings: str):
+    """Django set up in this process against `database_url`, with a private Redis persisted as production runs
+    the ingest queue (returned: stop it when done), and the limits a benchmark must not hit. `settings`: more
+    environment settings (e.g. INGEST_QUEUE="true")."""
+    var_dir = ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
+    redis_server = _private_redis(var_dir / "redis")
+    os.environ.update(REDIS_URL=redis_server.url, INGEST_STREAM=f"bench:{uuid.uuid4().hex[:8]}", DEBUG="false",
+                      AGENT_RATE_LIMIT="100000/min", FLEET_VAR_DIR=str(var_dir), ALLOWED_HOSTS="*",
+                      LOG_LEVEL="WARNING", **settings)
+    _django(database_url)
+    return redis_server
+
+
 def _ensure_database(database_url: str) -> None:
     import psycopg
 
@@ -362,12 +375,7 @@ def main() -> None:
 
     _ensure_database(args.database_url)
     if args.in_process:
-        var_dir = ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
-        redis_server = _private_redis(var_dir / "redis")
-        os.environ.update(REDIS_URL=redis_server.url, INGEST_STREAM=f"bench:{uuid.uuid4().hex[:8]}", DEBUG="false",
-                          AGENT_RATE_LIMIT="100000/min", FLEET_VAR_DIR=str(var_dir), ALLOWED_HOSTS="*",
-                          LOG_LEVEL="WARNING")
-        _django(args.database_url)
+        redis_server = in_process_django(args.database_url)
         try:
             print(json.dumps(_in_process(args, redis_server), indent=2))
         finally:

@@ -23,7 +23,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import orjson
@@ -57,12 +56,7 @@ def main() -> None:
     args = parser.parse_args()
 
     ingest._ensure_database(args.database_url)
-    var_dir = ingest.ROOT / "var" / f"bench-{uuid.uuid4().hex[:8]}"
-    redis_server = ingest._private_redis(var_dir / "redis")
-    os.environ.update(REDIS_URL=redis_server.url, INGEST_STREAM=f"bench:{uuid.uuid4().hex[:8]}", DEBUG="false",
-                      AGENT_RATE_LIMIT="100000/min", FLEET_VAR_DIR=str(var_dir), ALLOWED_HOSTS="*",
-                      LOG_LEVEL="WARNING", INGEST_QUEUE="true", INGEST_FAST_LANE="true")
-    ingest._django(args.database_url)
+    redis_server = ingest.in_process_django(args.database_url, INGEST_QUEUE="true", INGEST_FAST_LANE="true")
     try:
         print(json.dumps(_measure(args), indent=2))
     finally:
@@ -80,6 +74,7 @@ def _measure(args) -> dict:
     from fleet.telemetry.services.writer import Writer
     from fleet.telemetry.validation import validate_batch
 
+    load_before = [round(x, 2) for x in os.getloadavg()]
     sim_dir = Path(tempfile.mkdtemp(prefix="bench-agents-"))
     agents = [ingest.SimAgent(n, c, sim_dir) for n, c in ingest._enrol(args.agents)]
     statuses: list[str] = []
@@ -166,7 +161,7 @@ def _measure(args) -> dict:
     }
     out = {"requests": per_round * args.rounds, "rounds": args.rounds, "agents": args.agents,
            "report_bytes": len(report_body(0)[1]),
-           "load_average_before": [round(x, 2) for x in os.getloadavg()],
+           "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
            "healthz_cpu_ms": round(base, 3),
            "report_cpu_ms": round(whole - body, 3),
            "ratio_healthz_to_report": round(base / (whole - body), 3),

@@ -19,6 +19,7 @@ from fleet.telemetry.services import writer as writer_module
 from fleet.telemetry.services.history import history_bucket
 from fleet.telemetry.services.ingest import MAX_SEQUENCE_GAPS, gaps_decode, gaps_update, in_gaps
 from fleet.telemetry.services.writer import Writer, entries_store
+from tests.factories import NodeFactory, ProviderFactory
 from tests.processes import RedisServer
 from tests.telemetry.reports import ReportBuilder, gpu_entry, stored_reports
 
@@ -447,8 +448,6 @@ def test_the_epoch_guard_looks_up_a_steady_batchs_rows_instead_of_scanning_every
     """A writer batch of a few reports must not cost a pass over the whole fleet's epochs: at 10,000 nodes the
     planner hashed the full table for every batch (it takes the batch's JSON rows for 100), and the statement
     took more PostgreSQL time than any other of the soak."""
-    from tests.factories import NodeFactory, ProviderFactory
-
     provider = ProviderFactory()
     nodes = Node.objects.bulk_create([NodeFactory.build(provider=provider) for _ in range(3000)])
     AgentEpoch.objects.bulk_create([AgentEpoch(node=node, instance_id=f"i-{node.pk}", last_sequence=10)
