@@ -35,13 +35,18 @@ frontend-test: setup
 	@if [ -f frontend/package.json ]; then \
 	  cd frontend && $(NPM_CI) && npm run typecheck && npm run lint && npm run check:api && npm test; fi
 
-test: setup lint frontend-test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: setup lint frontend-test test-python
 
-# The Python suite alone (CI's second pass, on the embedded default: lint and the console checks do not depend on
-# the database, so the first pass has run them).
+# The Python suite in two runs: the in-process tests spread over TEST_WORKERS processes (pytest-xdist; each worker
+# gets its own var/ folder, SQLite file and Redis database: config/settings/test.py), then the tests that start
+# real processes (tests/integration, tests/e2e) one at a time, since they measure rates, timeouts and kills on a
+# machine they share. PYTEST_ARGS go to both runs; a run left with no test to run (exit 5) is not a failure.
+TEST_WORKERS ?= 2
+REAL_PROCESS_TESTS := tests/integration tests/e2e
 test-python: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(addprefix --ignore=,$(REAL_PROCESS_TESTS)) $(PYTEST_ARGS) tests \
+	  || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(REAL_PROCESS_TESTS) || [ $$? -eq 5 ]
 
 clean:
 	rm -rf var/ $(VENV)

@@ -3,6 +3,7 @@ from rest_framework.test import APIClient
 
 from fleet.accounts.choices import Role
 from fleet.accounts.services import api_token_create
+from tests.clock import _now_marker, clock, pytest_configure  # noqa: F401 (a frozen or moved clock: tests/clock.py)
 from tests.factories import UserFactory
 
 

@@ -46,7 +46,9 @@ def resolve_kernel_log_source(setting: str) -> str | None:
     return None
 
 
-def make_kernel_log(source: str | None, state_path: Path) -> Any:
+def make_kernel_log(source: str | None, state_path: Path, proc_root: str | Path = "/proc") -> Any:
+    """The kernel-log collector; it reads the boot time (kmsg stamps are since boot) from `proc_root`, the same
+    /proc as every other collector."""
     if source is None:
         return None
     try:
@@ -55,8 +57,8 @@ def make_kernel_log(source: str | None, state_path: Path) -> Any:
         log.error("kernel log collector unavailable: %s", err)
         return None
     if source.startswith("kmsg:"):  # kmsg records from another path (a FIFO standing in for /dev/kmsg)
-        return KernelLogCollector("kmsg", state_path, kmsg_path=source[len("kmsg:"):])
-    return KernelLogCollector(source, state_path)
+        return KernelLogCollector("kmsg", state_path, kmsg_path=source[len("kmsg:"):], proc_root=proc_root)
+    return KernelLogCollector(source, state_path, proc_root=proc_root)
 
 
 def make_cloud(config: Config) -> Any:
@@ -98,7 +100,7 @@ def make_core(
             host_health=HostHealthCollector(config.proc_root, sys_root=config.sys_root, host_root=config.host_root),
         ),
         stack=StackCollector(host_root=config.host_root, proc_root=config.proc_root, python=config.python),
-        kernel_log=make_kernel_log(kernel_log_source, kernel_log_state),
+        kernel_log=make_kernel_log(kernel_log_source, kernel_log_state, config.proc_root),
         cloud=make_cloud(config),
         checkpoint=CheckpointCollector(config.checkpoint_dirs) if config.checkpoint_dirs else None,
         spool=spool,

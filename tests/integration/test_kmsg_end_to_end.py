@@ -42,6 +42,13 @@ def test_an_xid_written_to_kmsg_becomes_an_open_finding_in_the_api(live_server, 
     proc = tmp_path / "proc"
     shutil.copytree(FIXTURES / "proc" / "t0", proc)
     (proc / "sys/kernel/random/boot_id").write_text(f"{uuid.uuid4()}\n")
+    # kmsg stamps below are this machine's monotonic clock (µs since boot): make the fixture's boot time and
+    # uptime agree with it and with the test's wall clock, as on a real machine (btime + stamp = now).
+    uptime = time.monotonic()
+    stat = proc / "stat"
+    stat.write_text("".join(f"btime {int(time.time() - uptime)}\n" if line.startswith("btime ") else line
+                            for line in stat.read_text().splitlines(keepends=True)))
+    (proc / "uptime").write_text(f"{uptime:.2f} {uptime:.2f}\n")
     fifo = tmp_path / "kmsg"
     os.mkfifo(fifo)
     writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
