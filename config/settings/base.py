@@ -1,6 +1,7 @@
 """Settings shared by every environment. Every value comes from the environment with a safe default;
 `.env.example` lists them all."""
 
+import ipaddress
 import re
 from pathlib import Path
 
@@ -310,6 +311,9 @@ FLEET_PUBLIC_URL = env_str("FLEET_PUBLIC_URL", "")
 # Remediation: how long a worker holds a step before another may resume it (beyond the task's hard time limit,
 # so a slow executor call is never run twice while it is still in flight).
 REMEDIATION_STEP_LEASE_S = env_int("REMEDIATION_STEP_LEASE_S", CELERY_TASK_TIME_LIMIT + 30)
+# The worker renews that hold with a heartbeat; without one for this long (a worker killed mid-step), the sweep hands
+# the step to another worker (at most REMEDIATION_STEP_LEASE_S).
+REMEDIATION_STEP_HEARTBEAT_LEASE_S = env_int("REMEDIATION_STEP_HEARTBEAT_LEASE_S", 15)
 # Extra executor modules to import at start-up (each calls fleet.remediation.executors.register()).
 REMEDIATION_EXECUTOR_MODULES = env_list("REMEDIATION_EXECUTOR_MODULES", [])
 # Wheels served to nodes by /install.sh (built by `manage.py build_agent_wheels`, run by `make setup`).
@@ -386,6 +390,15 @@ INTEGRATIONS_LEASE_S = env_int("INTEGRATIONS_LEASE_S", 120)
 INTEGRATIONS_KEY_PREFIX = env_str("INTEGRATIONS_KEY_PREFIX", "fleet")
 # Inbound webhooks signed with a timestamp older (or newer) than this are refused as replays.
 INTEGRATIONS_INBOUND_WINDOW_S = env_int("INTEGRATIONS_INBOUND_WINDOW_S", 300)
+# The outbound policy (fleet/core/outbound.py, docs/security.md): connectors and executor webhooks never connect to
+# loopback, link-local (metadata), multicast or the control plane's own database/Redis; private ranges and
+# loopback only when listed here (CIDRs, comma-separated: e.g. "10.20.0.0/16" for an on-premises Jira).
+OUTBOUND_ALLOWED_NETWORKS = env_list("FLEET_OUTBOUND_ALLOWED_NETWORKS", [])
+for _network in OUTBOUND_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"FLEET_OUTBOUND_ALLOWED_NETWORKS: {_network!r} is not a network (CIDR)") from None
 # Where receivers can open an incident or a finding in the console (links in tickets); blank = FLEET_PUBLIC_URL.
 FLEET_CONSOLE_URL = env_str("FLEET_CONSOLE_URL", "")
 # Mail for the e-mail connector (Django's mail backends).

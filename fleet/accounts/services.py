@@ -48,6 +48,10 @@ def api_token_create(*, user: User, name: str, write_enabled: bool = False,
 
 
 def api_token_revoke(*, token: APIToken, actor) -> APIToken:
+    # A superuser's key is the superuser's: an admin who could revoke it could lock the break-glass account's
+    # automation out. Only a superuser (or the owner) may.
+    if getattr(actor, "pk", None) != token.user_id:
+        _require_may_change(user=token.user, actor=actor)
     return revoke(instance=token, actor=actor)
 
 

@@ -99,6 +99,12 @@ class PoolRemediationSettings(models.Model):
     verify_quiet_period_s = models.PositiveIntegerField(
         default=300, validators=[MaxValueValidator(7 * 86400)],
         help_text="No critical finding may have been open on the node for this long before it returns")
+    two_person_approval = models.BooleanField(
+        default=True, help_text="A destructive step (terminate, retire, RMA, and two_person_kinds) is approved by "
+                                "someone other than who opened the incident, requested the step or last changed "
+                                "the workflow. Off only when set off here.")
+    two_person_kinds = models.JSONField(
+        default=list, blank=True, help_text='More step kinds that need a second person, e.g. ["reboot"]')
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

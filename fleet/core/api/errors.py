@@ -1,12 +1,13 @@
 """The API's one error shape: {"error": {"code", "message", "fields"}} for every 4xx."""
 
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import (
+    DisallowedHost,
     RequestDataTooBig,
     SuspiciousOperation,
     TooManyFieldsSent,
     TooManyFilesSent,
 )
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404, JsonResponse
@@ -86,6 +87,9 @@ def _translate(exc):
         return PayloadTooLarge()
     if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
         return exceptions.ValidationError(detail={"non_field_errors": [str(exc)]}, code="too_many_fields")
+    if isinstance(exc, DisallowedHost):
+        # Django's text names the setting to change (a hint for whoever probes the server): say only what is wrong.
+        return exceptions.ParseError(detail="This server does not answer to that Host header.", code="bad_host")
     if isinstance(exc, SuspiciousOperation):
         return exceptions.ParseError(detail=str(exc) or "The request was refused as malformed.")
     return exc

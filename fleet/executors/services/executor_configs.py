@@ -12,7 +12,7 @@ import urllib.parse
 from django.db import transaction
 from rest_framework.exceptions import ValidationError
 
-from fleet.core import crypto
+from fleet.core import crypto, outbound
 from fleet.core.models import AuditEntry
 from fleet.core.services import audit_record
 
@@ -29,6 +29,16 @@ def _url(value, field: str) -> str:
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise ValidationError({field: ["An http(s) URL."]})
     return value.rstrip("/")
+
+
+def _outbound_url(value, field: str) -> str:
+    """A URL the control plane will POST to: also within the outbound policy (fleet.core.outbound)."""
+    url = _url(value, field)
+    try:
+        outbound.validate_url(url)
+    except outbound.OutboundRefused as exc:
+        raise ValidationError({field: [f"Not allowed: {exc}."]}) from None
+    return url
 
 
 def _choice(value, field: str, choices: tuple[str, ...]) -> str:
@@ -104,7 +114,7 @@ def _aws(data: dict, secret: str | None) -> dict:
 
 
 def _webhook(data: dict, secret: str | None) -> dict:
-    out = {"url": _url(data.pop("url", None), "settings.url"),
+    out = {"url": _outbound_url(data.pop("url", None), "settings.url"),
            "timeout_s": _int(data.pop("timeout_s", 10), "settings.timeout_s", 1, 120)}
     if "callback_base_url" in data:
         out["callback_base_url"] = _url(data.pop("callback_base_url"), "settings.callback_base_url")

@@ -16,15 +16,15 @@ import hashlib
 import hmac
 import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from datetime import datetime, timedelta
 
+import urllib3
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.core import outbound
 from fleet.core.api.errors import DomainError
 
 from ..choices import ConfiguredExecutor, ExternalState
@@ -78,17 +78,10 @@ def webhook_deliver(*, config: ExecutorConfig, request: ExternalRequest, payload
                  "callback_url": callback_url(config, request)}
     body = json.dumps(body_data, sort_keys=True, default=str).encode()
     request.payload, request.attempts = body_data, request.attempts + 1
-    http = urllib.request.Request(config.settings["url"], data=body, method="POST", headers={  # noqa: S310
+    status, text = _post(config.settings["url"], body, timeout=config.settings.get("timeout_s", 10), headers={
         "Content-Type": "application/json", "User-Agent": "gpu-fleet-control-plane",
         SIGNATURE_HEADER: sign(executor_secret(config), body), "X-Fleet-Delivery": str(request.public_id),
         "Idempotency-Key": request.idempotency_key})
-    try:
-        with urllib.request.urlopen(http, timeout=config.settings.get("timeout_s", 10)) as answer:  # noqa: S310
-            status, text = answer.status, answer.read(4096).decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        status, text = exc.code, exc.read(4096).decode("utf-8", "replace")
-    except (OSError, ValueError) as exc:
-        status, text = None, f"{type(exc).__name__}: {exc}"
     with transaction.atomic():
         # A receiver may call back before its 2xx reaches us: its word is kept, only the delivery is counted.
         current = ExternalRequest.objects.select_for_update().get(pk=request.pk)
@@ -98,6 +91,26 @@ def webhook_deliver(*, config: ExecutorConfig, request: ExternalRequest, payload
             _delivered(current, config, status, text, now)
         current.save()
     return current
+
+
+def _post(url: str, body: bytes, *, timeout: float, headers: dict) -> tuple[int | None, str]:
+    """POST through the outbound policy (no loopback, metadata or unlisted private address; no redirects: a 3xx
+    is an answer like any other). (status, first 4 KB of the answer) or (None, why it could not be sent)."""
+    try:
+        outbound.check_url(url)
+        answer = outbound.GuardedPoolManager().request(
+            "POST", url, body=body, headers=headers, redirect=False, retries=False, preload_content=False,
+            timeout=urllib3.Timeout(connect=min(timeout, 10), read=timeout))
+        return answer.status, outbound.read_capped(answer, 4096).decode("utf-8", "replace")
+    except outbound.OutboundRefused as exc:
+        return None, f"refused by the outbound policy: {exc}"
+    except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+        refusal = outbound.is_policy_refusal(exc)
+        if refusal:
+            return None, f"refused by the outbound policy: {refusal}"
+        if isinstance(exc, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError):
+            return None, "could not connect (refused, unreachable or timed out)"
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _delivered(request: ExternalRequest, config: ExecutorConfig, status: int | None, text: str,

@@ -1,8 +1,11 @@
+import re
+
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from fleet.accounts.choices import Role
 from fleet.inventory.models import Pool, Provider, Site
 
 from ..choices import ConnectorKind
@@ -156,12 +159,35 @@ class TicketBriefSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+_ANSWER_DETAIL = re.compile(r"(answered \d{3}): .*", re.DOTALL)
+ADMINS_ONLY = "(the answer's text is shown to admins only)"
+
+
+def _sees_answers(serializer) -> bool:
+    """What a remote system answered can hold another service's data: admins only (docs/security.md)."""
+    request = serializer.context.get("request")
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_authenticated and user.has_role(Role.ADMIN))
+
+
+def _without_answer(text: str) -> str:
+    return _ANSWER_DETAIL.sub(rf"\1 {ADMINS_ONLY}", text or "")
+
+
 class DeliveryAttemptSerializer(serializers.ModelSerializer):
     class Meta:
         model = DeliveryAttempt
         fields = ["number", "started_at", "finished_at", "outcome", "status_code", "error", "retry_after_s",
                   "exchanges"]
         read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not _sees_answers(self):
+            data["error"] = _without_answer(data.get("error") or "")
+            data["exchanges"] = [{**exchange, "response": ADMINS_ONLY} if "response" in exchange else exchange
+                                 for exchange in data.get("exchanges") or []]
+        return data
 
 
 class DeliverySerializer(serializers.ModelSerializer):
@@ -176,6 +202,12 @@ class DeliverySerializer(serializers.ModelSerializer):
                   "dedup_key", "title", "state", "attempts", "created_at", "next_attempt_at", "delivered_at",
                   "dead_at", "last_status_code", "last_error", "response"]
         read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not _sees_answers(self):
+            data["last_error"] = _without_answer(data.get("last_error") or "")
+        return data
 
     def get_title(self, message) -> str:
         if message.payload:

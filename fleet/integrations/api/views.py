@@ -143,7 +143,7 @@ class DeliveryViewSet(StrictQueryParamsMixin, viewsets.ReadOnlyModelViewSet):
     def retry(self, request, pk=None):
         """Send a dead-lettered or waiting message again now, with a fresh allowance of tries."""
         message = message_retry(message=self.get_object(), actor=request.user)
-        return Response(DeliveryDetailSerializer(message).data)
+        return Response(DeliveryDetailSerializer(message, context=self.get_serializer_context()).data)
 
 
 class TicketViewSet(StrictQueryParamsMixin, viewsets.GenericViewSet, mixins.ListModelMixin, mixins.RetrieveModelMixin):

@@ -19,6 +19,8 @@ from datetime import datetime
 
 from rest_framework import serializers
 
+from fleet.core import outbound
+
 from ..choices import TicketAction
 
 
@@ -112,7 +114,22 @@ class Connector:
         unknown = sorted(set(config) - set(serializer.fields))
         if unknown:
             raise serializers.ValidationError({name: ["Unknown setting for this connector."] for name in unknown})
-        return dict(serializer.validated_data)
+        data = dict(serializer.validated_data)
+        self.check_destinations(data)
+        return data
+
+    def check_destinations(self, config: dict) -> None:
+        """A 400 naming the field when an address the connector will send to is outside the outbound policy
+        (fleet.core.outbound); the send checks again, on the address it connects to."""
+        problems = {}
+        for name, field_ in self.config_serializer().fields.items():
+            if isinstance(field_, serializers.URLField) and config.get(name):
+                try:
+                    outbound.validate_url(config[name])
+                except outbound.OutboundRefused as exc:
+                    problems[name] = [f"Not allowed: {exc}."]
+        if problems:
+            raise serializers.ValidationError(problems)
 
     def send(self, envelope: Envelope, http) -> SendResult:
         raise NotImplementedError

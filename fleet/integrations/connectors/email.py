@@ -16,7 +16,10 @@ import time
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
+from django.core.mail.backends.smtp import EmailBackend
 from rest_framework import serializers
+
+from fleet.core import outbound
 
 from ..choices import TicketAction
 from .base import Connector, DeliveryError, Envelope, SendResult, clip
@@ -42,16 +45,32 @@ def message_id(dedup_key: str, sender: str) -> str:
     return f"<{safe}@{_domain(sender)}>"
 
 
+class GuardedEmailBackend(EmailBackend):
+    """Django's SMTP backend connecting through the outbound policy (an admin typed this host)."""
+
+    @property
+    def connection_class(self):
+        return outbound.GuardedSMTPSSL if self.use_ssl else outbound.GuardedSMTP
+
+
 class EmailConnector(Connector):
     kind = "email"
     secret_fields = {"smtp_password": False}
     config_serializer = EmailConfig
 
+    def check_destinations(self, config: dict) -> None:
+        if config.get("smtp_host"):
+            try:
+                outbound.validate_host(config["smtp_host"], config.get("smtp_port", 587))
+            except outbound.OutboundRefused as exc:
+                raise serializers.ValidationError({"smtp_host": [f"Not allowed: {exc}."]}) from None
+
     def _connection(self, config: dict, secrets: dict):
         if not config.get("smtp_host"):
+            # The server's own relay (EMAIL_HOST), set by whoever deploys it: not subject to the outbound policy.
             return get_connection(fail_silently=False)
         security = config.get("smtp_security", "starttls")
-        return get_connection("django.core.mail.backends.smtp.EmailBackend", fail_silently=False,
+        return get_connection("fleet.integrations.connectors.email.GuardedEmailBackend", fail_silently=False,
                               host=config["smtp_host"], port=config.get("smtp_port", 587),
                               username=config.get("smtp_username") or None,
                               password=secrets.get("smtp_password") or None,
@@ -86,6 +105,10 @@ class EmailConnector(Connector):
                  "body": body[:4000], "body_bytes": len(body.encode())}
         try:
             mail.send()
+        except outbound.OutboundRefused as exc:
+            entry.update(error=f"refused by the outbound policy: {exc}"[:500])
+            http.exchanges.append(entry)
+            raise DeliveryError(f"{where}: refused by the outbound policy: {exc}"[:500], retryable=False) from None
         except smtplib.SMTPResponseException as exc:
             entry.update(status=exc.smtp_code, error=str(exc.smtp_error)[:500])
             http.exchanges.append(entry)
@@ -97,7 +120,13 @@ class EmailConnector(Connector):
             http.exchanges.append(entry)
             raise DeliveryError(f"{where} refused the recipients: {exc.recipients}"[:500],
                                 retryable=all(400 <= c < 500 for c in codes)) from None
-        except (TimeoutError, smtplib.SMTPException, OSError) as exc:
+        except (TimeoutError, ConnectionError) as exc:
+            # One wording for refused and timed out: the log must not tell a closed port from a filtered one.
+            entry.update(error="could not connect (refused, unreachable or timed out)")
+            http.exchanges.append(entry)
+            raise DeliveryError(f"{where}: could not connect (refused, unreachable or timed out)",
+                                retryable=True) from exc
+        except (smtplib.SMTPException, OSError) as exc:
             entry.update(error=f"{type(exc).__name__}: {exc}"[:500])
             http.exchanges.append(entry)
             raise DeliveryError(f"{where}: {type(exc).__name__}: {exc}"[:500], retryable=True) from None

@@ -1,5 +1,7 @@
-"""The one HTTP client every connector uses: timeouts, TLS (an optional CA bundle and client certificate for
-mTLS), response classification, Retry-After, and a redacted record of each exchange for the delivery log."""
+"""The one HTTP client every connector uses: the outbound policy (fleet.core.outbound: no loopback, metadata or
+private address unless allowed, no redirects, capped answers), timeouts, TLS (an optional CA bundle and client
+certificate for mTLS), response classification, Retry-After, and a redacted record of each exchange for the
+delivery log."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import urllib3
+
+from fleet.core import outbound
 
 from .base import DeliveryError
 
@@ -86,7 +90,7 @@ class Http:
         self.exchanges: list[dict] = []
         self.last_status: int | None = None
         context = _tls_context(ca_bundle, client_cert, client_key) if (ca_bundle or client_cert) else None
-        self._pool = urllib3.PoolManager(ssl_context=context) if context else urllib3.PoolManager()
+        self._pool = outbound.GuardedPoolManager(ssl_context=context) if context else outbound.GuardedPoolManager()
 
     def _scrub(self, text: str) -> str:
         for secret in self.secrets:
@@ -117,15 +121,24 @@ class Http:
         headers.setdefault("User-Agent", "gpu-fleet-integrations/1")
         started = time.monotonic()
         try:
+            outbound.check_url(url)
             raw = self._pool.request(method, url, body=body, headers=headers, redirect=False, retries=False,
                                      timeout=urllib3.Timeout(connect=min(self.timeout, 10), read=self.timeout),
-                                     preload_content=True)
+                                     preload_content=False)
+            data = outbound.read_capped(raw)
+        except outbound.OutboundRefused as exc:
+            reason = f"refused by the outbound policy: {exc}"
+            self._record(method, url, headers, body, started, None, reason)
+            self.last_status = None
+            raise DeliveryError(self._scrub(f"{method} {url}: {reason}"), retryable=False) from None
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             reason = _transport_reason(exc)
             self._record(method, url, headers, body, started, None, reason)
             self.last_status = None
-            raise DeliveryError(self._scrub(f"{method} {url}: {reason}"), retryable=True) from None
-        response = HttpResponse(raw.status, {k.lower(): v for k, v in raw.headers.items()}, raw.data or b"")
+            # A destination the policy refuses stays refused until an admin changes it: dead-lettered, not retried.
+            raise DeliveryError(self._scrub(f"{method} {url}: {reason}"),
+                                retryable=not outbound.is_policy_refusal(exc)) from None
+        response = HttpResponse(raw.status, {k.lower(): v for k, v in raw.headers.items()}, data or b"")
         self._record(method, url, headers, body, started, response)
         self.last_status = response.status
         if 200 <= response.status < 300 or response.status in accept:
@@ -141,11 +154,16 @@ class Http:
 
 
 def _transport_reason(exc: Exception) -> str:
-    # urllib3's NewConnectionError is also a ConnectTimeoutError: ask about it first.
-    if isinstance(exc, urllib3.exceptions.NewConnectionError | ConnectionError):
-        return "connection refused or unreachable"
+    refusal = outbound.is_policy_refusal(exc)
+    if refusal:
+        return f"refused by the outbound policy: {refusal}"
+    # One wording for refused, unreachable and a connect that timed out, so the log cannot be used to tell a
+    # closed port from a filtered one. urllib3's NewConnectionError is also a ConnectTimeoutError: ask first.
+    if isinstance(exc, urllib3.exceptions.NewConnectionError | urllib3.exceptions.ConnectTimeoutError
+                  | ConnectionError):
+        return "could not connect (refused, unreachable or timed out)"
     if isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError):
-        return "timed out"
+        return "timed out waiting for the answer"
     if isinstance(exc, urllib3.exceptions.SSLError | ssl.SSLError):
         return f"TLS error ({exc})"
     if isinstance(exc, urllib3.exceptions.ProtocolError):

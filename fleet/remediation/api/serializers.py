@@ -7,7 +7,7 @@ from fleet.health.texts import finding_summary
 from fleet.inventory.choices import BillingMode, DeliveryForm, Layer, Owner
 from fleet.inventory.models import GPU, Node
 
-from ..choices import OPEN_STATES, OverrideKind
+from ..choices import OPEN_STATES, OverrideKind, StepKind, StepStatus
 from ..executors import registered
 from ..models import (
     CircuitBreaker,
@@ -23,6 +23,8 @@ from ..models import (
     Workflow,
 )
 from ..selectors import plan_with_status, queue_position
+from ..services.approvals import approval_excluded
+from ..services.engine import current_run, pool_settings
 from ..services.windows import windows_clean
 from ..services.workflows import workflow_steps_clean
 
@@ -117,6 +119,17 @@ class EvidenceRefSerializer(serializers.ModelSerializer):
         fields = ["id", "collected_at", "source", "step_index"]
 
 
+class ExcludedApproverSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class ApprovalRuleSerializer(serializers.Serializer):
+    step_index = serializers.IntegerField()
+    two_person = serializers.BooleanField()
+    excluded = ExcludedApproverSerializer(many=True)
+
+
 class IncidentDetailSerializer(IncidentSerializer):
     plan = serializers.SerializerMethodField()
     steps = StepRunSerializer(source="step_runs", many=True, read_only=True)
@@ -126,11 +139,24 @@ class IncidentDetailSerializer(IncidentSerializer):
     evidence = EvidenceRefSerializer(many=True, read_only=True)
     queue_position = serializers.SerializerMethodField()
     breaker = serializers.PrimaryKeyRelatedField(read_only=True)
+    approval_rule = serializers.SerializerMethodField(
+        help_text="For a current step waiting for approval under the two-person rule: who may not approve it")
 
     class Meta(IncidentSerializer.Meta):
         fields = [*IncidentSerializer.Meta.fields, "plan", "steps", "findings", "boundary", "policy", "evidence",
-                  "queue_position", "breaker"]
+                  "queue_position", "breaker", "approval_rule"]
         read_only_fields = fields
+
+    @extend_schema_field(ApprovalRuleSerializer(allow_null=True))
+    def get_approval_rule(self, incident) -> dict | None:
+        run = current_run(incident)
+        if run is None or run.status != StepStatus.AWAITING_APPROVAL:
+            return None
+        excluded = approval_excluded(incident, run, pool_settings(incident.pool_id))
+        if not excluded:
+            return None
+        return {"step_index": run.step_index, "two_person": True,
+                "excluded": [{"username": name, "reason": why} for name, why in excluded.items()]}
 
     @extend_schema_field(PlanStepSerializer(many=True))
     def get_plan(self, incident) -> list[dict]:
@@ -257,11 +283,14 @@ class PoolRemediationSettingsSerializer(serializers.ModelSerializer):
         help_text="Nodes of this pool that may be remediated at once; more incidents wait in the queue")
     executors = serializers.ListField(child=serializers.CharField(max_length=32), required=False, max_length=10)
     maintenance_windows = serializers.JSONField(required=False)
+    two_person_kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=StepKind.choices), required=False, max_length=len(StepKind.choices),
+        help_text="Step kinds that need a second person besides terminate, retire and RMA")
 
     class Meta:
         model = PoolRemediationSettings
         fields = ["pool", "pool_name", "max_concurrent_replacements", "executors", "dry_run", "maintenance_windows",
-                  "verify_quiet_period_s", "updated_at"]
+                  "verify_quiet_period_s", "two_person_approval", "two_person_kinds", "updated_at"]
         read_only_fields = ["pool", "pool_name", "updated_at"]
 
     def validate_executors(self, value):

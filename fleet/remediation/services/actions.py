@@ -17,6 +17,7 @@ from fleet.inventory.models import Node
 
 from ..choices import OPEN_STATES, STEP_TERMINAL, CauseKind, IncidentState, StepStatus, TimelineKind
 from ..models import Incident, StepRun, Workflow
+from .approvals import approval_excluded
 from .engine import (
     current_run,
     executor_done,
@@ -99,22 +100,34 @@ def incident_open_manual(*, node: Node, workflow: Workflow, actor, note: str = "
 
 
 def incident_approve(*, incident_id: int, step_index, actor, note: str = "", now: datetime | None = None) -> Incident:
+    """Approve the current step. Under the two-person rule (services/approvals.py) whoever asked for a destructive
+    step may not approve it: refused with a 403 that says why, and the refusal is audited."""
     now = now or timezone.now()
+    label = actor_label(actor)
     with transaction.atomic():
         incident = _locked(incident_id)
         run = _step(incident, step_index)
         if run.status != StepStatus.AWAITING_APPROVAL:
             raise _conflict(f"Step {step_index} ({run.kind}) is {run.status}, not waiting for approval.",
                             "not_awaiting_approval", "step_index")
-        label = actor_label(actor)
-        run.status, run.approved_by, run.approved_at = StepStatus.PENDING, label, now
-        run.save(update_fields=["status", "approved_by", "approved_at"])
-        timeline_add(incident, TimelineKind.APPROVED, f"step {step_index + 1} ({run.kind}) approved by {label}"
-                     + (f": {note}" if note else ""), at=now, actor=actor, run=run)
-        incident_set_state(incident, IncidentState.RUNNING)
-        incident_advance(incident, now=now)
-        _audit(actor, incident, "approve", note, step_index=step_index, step_kind=run.kind)
-    return incident
+        excluded = approval_excluded(incident, run, pool_settings(incident.pool_id))
+        if label not in excluded:
+            run.status, run.approved_by, run.approved_at = StepStatus.PENDING, label, now
+            run.save(update_fields=["status", "approved_by", "approved_at"])
+            rule = " (a second person, as the two-person rule asks)" if excluded else ""
+            timeline_add(incident, TimelineKind.APPROVED, f"step {step_index + 1} ({run.kind}) approved by {label}"
+                         + rule + (f": {note}" if note else ""), at=now, actor=actor, run=run)
+            incident_set_state(incident, IncidentState.RUNNING)
+            incident_advance(incident, now=now)
+            _audit(actor, incident, "approve", note, step_index=step_index, step_kind=run.kind,
+                   two_person_rule=bool(excluded))
+            return incident
+    why = excluded[label]
+    _audit(actor, incident, "approve refused", f"two-person rule: {label} {why}", step_index=step_index,
+           step_kind=run.kind)
+    raise DomainError(f"Two-person rule: you {why}, so someone else must approve step {step_index + 1} "
+                      f"({run.kind}) of {incident.key}.", code="two_person_rule", status_code=403,
+                      fields={"step_index": [f"{label} {why}."]})
 
 
 def incident_step_complete(*, incident_id: int, step_index, actor, note: str = "", output: dict | None = None,

@@ -7,21 +7,25 @@ Every step attempt is a `StepRun` keyed by (incident, step index, attempt) with 
 2. the executor is called outside any transaction (the side effect);
 3. a second transaction records the outcome — only if the claim still holds — and moves the incident on.
 
-A worker killed between 1 and 3 leaves a `running` step whose lease runs out; the sweep (or the broker's
-redelivery) hands it to another worker, which calls the executor again with the same idempotency key (the
-executor's contract is to be idempotent by it) and never with a new attempt. A duplicate delivery of the task
+While the executor is called the worker renews the lease with a heartbeat (every third of
+REMEDIATION_STEP_HEARTBEAT_LEASE_S, from a thread of its own). A worker killed between 1 and 3 stops beating, so
+its step's lease runs out within that lease (15 s by default) and the next sweep hands it to another worker,
+which calls the executor again with the same idempotency key (the executor's contract is to be idempotent by it)
+and never with a new attempt. A duplicate delivery of the task
 finds the step claimed (lease valid) or finished, and does nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
+import threading
 from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from fleet.core.i18n import in_server_language
@@ -76,6 +80,39 @@ NODE_EFFECTS: dict[str, tuple[str, set[str] | None]] = {
 
 def lease() -> timedelta:
     return timedelta(seconds=settings.REMEDIATION_STEP_LEASE_S)
+
+
+def heartbeat_lease() -> timedelta:
+    """How long a claim holds without a heartbeat: a killed worker's step is free again this soon."""
+    return min(timedelta(seconds=settings.REMEDIATION_STEP_HEARTBEAT_LEASE_S), lease())
+
+
+@contextlib.contextmanager
+def _heartbeat(run_id: int, claim: str):
+    """Renew the claim's lease every third of `heartbeat_lease()` while the executor call runs (a thread with its
+    own database connection). It stops with the call, or with the process when the worker is killed."""
+    window = heartbeat_lease()
+    stop = threading.Event()
+
+    def beat():
+        try:
+            while not stop.wait(window.total_seconds() / 3):
+                renewed = StepRun.objects.filter(pk=run_id, claim=claim, status=StepStatus.RUNNING).update(
+                    lease_until=timezone.now() + window)
+                if not renewed:
+                    return  # the claim is gone (skipped, superseded): nothing left to hold
+        except Exception:  # a failed beat only shortens the lease; the outcome's own check still guards
+            logger.warning("step heartbeat for run %s failed", run_id, exc_info=True)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"step-heartbeat-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def reenqueue_after() -> timedelta:
@@ -262,7 +299,7 @@ def step_execute(*, incident_id: int, step_index: int, attempt: int, now: dateti
                          f"{_step_label(run)}: the worker running it was lost before its outcome was recorded; "
                          f"calling {run.executor}.{phase} again with the same idempotency key", at=at, run=run,
                          output={"idempotency_key": run.idempotency_key, "executor_calls": run.executor_calls})
-        run.status, run.claim, run.lease_until, run.phase = StepStatus.RUNNING, claim, at + lease(), phase
+        run.status, run.claim, run.lease_until, run.phase = StepStatus.RUNNING, claim, at + heartbeat_lease(), phase
         if phase == START:
             run.executor_calls += 1
             if run.started_at is None:
@@ -283,7 +320,8 @@ def step_execute(*, incident_id: int, step_index: int, attempt: int, now: dateti
         incident.save()
         ctx = step_context(incident, run)
 
-    outcome = _call(incident, run, ctx, phase)
+    with _heartbeat(run.pk, claim):
+        outcome = _call(incident, run, ctx, phase)
 
     with transaction.atomic():
         at = now or timezone.now()

@@ -14,7 +14,7 @@ import logging
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from ..choices import ACTIVE_STATES, IncidentState, StepStatus
@@ -35,9 +35,12 @@ def remediation_sweep(*, now: datetime | None = None) -> dict:
         result["timed_out"] += _time_out(run_id, now=now)
 
     stale = Q(enqueued_at__isnull=True) | Q(enqueued_at__lte=now - reenqueue_after())
-    due = (Q(status=StepStatus.WAITING, next_poll_at__lte=now)
-           | Q(status=StepStatus.RUNNING, lease_until__lte=now))
-    for run_id in StepRun.objects.filter(due & stale, incident__state__in=sorted(ACTIVE_STATES)).values_list(
+    # A running step whose lease ran out lost its worker (no heartbeat): hand it over at once, unless it was
+    # handed over already since the lease ran out.
+    lost_worker = Q(status=StepStatus.RUNNING, lease_until__lte=now) & (
+        Q(enqueued_at__isnull=True) | Q(enqueued_at__lte=F("lease_until")))
+    due = (Q(status=StepStatus.WAITING, next_poll_at__lte=now) & stale) | lost_worker
+    for run_id in StepRun.objects.filter(due, incident__state__in=sorted(ACTIVE_STATES)).values_list(
             "pk", flat=True)[:BATCH]:
         with transaction.atomic():
             run = StepRun.objects.select_for_update().get(pk=run_id)

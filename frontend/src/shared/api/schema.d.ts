@@ -3162,6 +3162,11 @@ export interface components {
          * @enum {string}
          */
         AppliesToEnum: "node" | "gpu";
+        ApprovalRule: {
+            step_index: number;
+            two_person: boolean;
+            excluded: components["schemas"]["ExcludedApprover"][];
+        };
         AuditEntry: {
             readonly id: number;
             /** Format: date-time */
@@ -3975,6 +3980,10 @@ export interface components {
             source: string;
             step_index?: number | null;
         };
+        ExcludedApprover: {
+            username: string;
+            reason: string;
+        };
         Executor: {
             name: string;
             kinds: string[];
@@ -4388,6 +4397,8 @@ export interface components {
             readonly evidence: components["schemas"]["EvidenceRef"][];
             readonly queue_position: number | null;
             readonly breaker: number;
+            /** @description For a current step waiting for approval under the two-person rule: who may not approve it */
+            readonly approval_rule: components["schemas"]["ApprovalRule"] | null;
         };
         /**
          * @description * `queued` - Queued
@@ -5544,6 +5555,10 @@ export interface components {
             maintenance_windows?: unknown;
             /** @description No critical finding may have been open on the node for this long before it returns */
             verify_quiet_period_s?: number;
+            /** @description A destructive step (terminate, retire, RMA, and two_person_kinds) is approved by someone other than who opened the incident, requested the step or last changed the workflow. Off only when set off here. */
+            two_person_approval?: boolean;
+            /** @description Step kinds that need a second person besides terminate, retire and RMA */
+            two_person_kinds?: components["schemas"]["TwoPersonKindsEnum"][];
         };
         PatchedPoolRequest: {
             name?: string;
@@ -5812,6 +5827,10 @@ export interface components {
             maintenance_windows?: unknown;
             /** @description No critical finding may have been open on the node for this long before it returns */
             verify_quiet_period_s?: number;
+            /** @description A destructive step (terminate, retire, RMA, and two_person_kinds) is approved by someone other than who opened the incident, requested the step or last changed the workflow. Off only when set off here. */
+            two_person_approval?: boolean;
+            /** @description Step kinds that need a second person besides terminate, retire and RMA */
+            two_person_kinds?: components["schemas"]["TwoPersonKindsEnum"][];
             /** Format: date-time */
             readonly updated_at: string;
         };
@@ -5824,6 +5843,10 @@ export interface components {
             maintenance_windows?: unknown;
             /** @description No critical finding may have been open on the node for this long before it returns */
             verify_quiet_period_s?: number;
+            /** @description A destructive step (terminate, retire, RMA, and two_person_kinds) is approved by someone other than who opened the incident, requested the step or last changed the workflow. Off only when set off here. */
+            two_person_approval?: boolean;
+            /** @description Step kinds that need a second person besides terminate, retire and RMA */
+            two_person_kinds?: components["schemas"]["TwoPersonKindsEnum"][];
         };
         PoolRequest: {
             name: string;
@@ -6729,6 +6752,27 @@ export interface components {
             findings: components["schemas"]["FindingDetail"][];
             pending: components["schemas"]["PendingCondition"][];
         };
+        /**
+         * @description * `cordon` - Cordon (no new work)
+         *     * `drain` - Drain running work
+         *     * `checkpoint` - Checkpoint now
+         *     * `collect_evidence` - Collect evidence
+         *     * `reset_gpu` - Reset the GPU
+         *     * `reboot` - Reboot the machine
+         *     * `rollback_stack` - Roll the stack back to the baseline
+         *     * `open_ticket` - Open a ticket
+         *     * `await_external` - Wait for an outside party
+         *     * `request_replacement` - Request a replacement
+         *     * `record_reclaim` - Record the reclaim
+         *     * `rma` - RMA with the hardware vendor
+         *     * `verify` - Verify
+         *     * `run_diagnostics` - Run DCGM diagnostics (gate)
+         *     * `return_to_service` - Return to service
+         *     * `terminate` - Terminate the instance
+         *     * `retire` - Retire the node
+         * @enum {string}
+         */
+        TwoPersonKindsEnum: "cordon" | "drain" | "checkpoint" | "collect_evidence" | "reset_gpu" | "reboot" | "rollback_stack" | "open_ticket" | "await_external" | "request_replacement" | "record_reclaim" | "rma" | "verify" | "run_diagnostics" | "return_to_service" | "terminate" | "retire";
         User: {
             readonly id: number;
             /** @description Required. 150 characters or fewer. Letters, digits and @/./+/-/_ only. */
@@ -11340,7 +11384,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
-                ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-updated_at" | "-verify_quiet_period_s")[];
+                ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "two_person_approval" | "two_person_kinds" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-two_person_approval" | "-two_person_kinds" | "-updated_at" | "-verify_quiet_period_s")[];
             };
             header?: never;
             path?: never;
@@ -11440,7 +11484,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Fields to order by, comma-separated; prefix - for descending. */
-                ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-updated_at" | "-verify_quiet_period_s")[];
+                ordering?: ("dry_run" | "executors" | "maintenance_windows" | "pool" | "pool__max_concurrent_replacements" | "pool__name" | "two_person_approval" | "two_person_kinds" | "updated_at" | "verify_quiet_period_s" | "-dry_run" | "-executors" | "-maintenance_windows" | "-pool" | "-pool__max_concurrent_replacements" | "-pool__name" | "-two_person_approval" | "-two_person_kinds" | "-updated_at" | "-verify_quiet_period_s")[];
             };
             header?: never;
             path?: never;

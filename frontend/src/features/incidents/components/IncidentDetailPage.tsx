@@ -5,6 +5,7 @@ import { useTranslation } from "react-i18next";
 import { Link, useParams } from "react-router";
 import { ApiError } from "@/shared/api/client";
 import { Can } from "@/shared/auth/Authorization";
+import { useCurrentUser } from "@/shared/auth/session";
 import { formatDateTime, formatRelative } from "@/shared/lib/format";
 import { Badge, severityTone } from "@/shared/ui/Badge";
 import { FieldError } from "@/shared/ui/FieldError";
@@ -19,10 +20,19 @@ function StepControls({ incident, step }: { incident: IncidentDetail; step: Plan
   const { t } = useTranslation();
   const act = useStepAction();
   const [note, setNote] = useState("");
-  const actions = stepActions(step, step.waiting_on);
-  if (actions.length === 0) return null;
+  const me = useCurrentUser();
+  const rule = incident.approval_rule?.step_index === step.index ? incident.approval_rule : null;
+  const mine = rule?.excluded.find((entry) => entry.username === me?.username);
+  const actions = stepActions(step, step.waiting_on).filter((action) => !(action === "approve" && mine));
+  if (actions.length === 0 && !rule) return null;
   return (
     <div className="step-controls" data-testid="step-controls">
+      {rule ? (
+        <p className="small" data-testid="two-person-rule">
+          {t("incident.twoPerson", { names: rule.excluded.map((entry) => `${entry.username} (${entry.reason})`).join(", ") })}
+          {mine ? <> {t("incident.twoPersonYou", { reason: mine.reason })}</> : null}
+        </p>
+      ) : null}
       <label className="field">
         <span>{t("incident.note")}</span>
         <input value={note} onChange={(e) => setNote(e.target.value)} placeholder={t("incident.notePlaceholder")} />

@@ -116,6 +116,28 @@ describe("IncidentDetailPage", () => {
     expect(post.body).toEqual({ step_index: 0, note: "cordoned in Slurm" });
     expect(post.headers["x-csrftoken"]).toBe("test-csrf-token");
   });
+
+  it("says who may not approve a step under the two-person rule, and hides Approve from them", async () => {
+    const awaiting = {
+      ...detail, state: "awaiting_approval", current_step: 1,
+      plan: [{ ...detail.plan[0], current: false, status: "done" },
+        { ...detail.plan[1], current: true, status: "awaiting_approval", attempt: 1 }],
+      approval_rule: { step_index: 1, two_person: true,
+        excluded: [{ username: "operator-user", reason: "opened the incident" }] },
+    } as unknown as IncidentDetail;
+    fakeApi({
+      "GET /api/v1/incidents/1/": awaiting,
+      "GET /api/v1/incidents/1/timeline/": [],
+      "GET /api/v1/workflows/": [],
+    });
+    renderDetail("operator");
+    const rule = await screen.findByTestId("two-person-rule");
+    expect(rule.textContent).toContain("someone other than operator-user (opened the incident)");
+    expect(rule.textContent).toContain("You cannot approve it yourself");
+    const controls = screen.getByTestId("step-controls");
+    expect(within(controls).queryByRole("button", { name: "Approve" })).toBeNull();
+    expect(within(controls).getByRole("button", { name: "Skip" })).toBeTruthy();
+  });
 });
 
 describe("NodeRemediationPanel", () => {

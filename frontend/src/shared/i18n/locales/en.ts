@@ -254,6 +254,8 @@ const en = {
     boundaryRow: "The boundary row that chose the workflow", deliveryForm: "Delivery form", boundarySource: "Boundary from",
     policy: "Policy", policyRef: "#{{priority}} {{name}} (policy table v{{version}})", noPolicy: "opened by hand",
     plan: "Steps", step: "Step", executor: "Executor", message: "What it says", needsApproval: "approval",
+    twoPerson: "Two-person rule: someone other than {{names}} must approve this step.",
+    twoPersonYou: "You cannot approve it yourself: you {{reason}}.",
     attempt: "attempt {{attempt}}", note: "Note", notePlaceholder: "what you did, a ticket number…",
     actions: "Incident actions", escalateTo: "Escalate to workflow", escalate: "Escalate", cancel: "Cancel the incident",
     findings: "Findings", noFindings: "No findings (opened by hand).", trigger: "opened it", timeline: "Timeline",

@@ -253,6 +253,8 @@ const zhCN = {
     boundaryRow: "选定工作流的责任边界", deliveryForm: "交付形态", boundarySource: "边界来源",
     policy: "策略", policyRef: "#{{priority}} {{name}}（策略表 v{{version}}）", noPolicy: "人工开启",
     plan: "步骤", step: "步骤", executor: "执行器", message: "说明", needsApproval: "需审批",
+    twoPerson: "双人规则：此步骤须由 {{names}} 以外的人审批。",
+    twoPersonYou: "您不能自己审批：您{{reason}}。",
     attempt: "第 {{attempt}} 次尝试", note: "备注", notePlaceholder: "做了什么、工单号……",
     actions: "事件操作", escalateTo: "升级到工作流", escalate: "升级", cancel: "取消事件",
     findings: "问题", noFindings: "没有问题（人工开启）。", trigger: "由它开启", timeline: "时间线",
