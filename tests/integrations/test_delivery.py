@@ -137,7 +137,7 @@ def test_an_unreachable_receiver_is_retried(make_integration, admin_user):
     message = integration_test_message_write(integration=dead, actor=admin_user)
     assert message_deliver(message_id=message.pk) == AttemptOutcome.RETRY
     message.refresh_from_db()
-    assert "connection refused" in message.last_error
+    assert "could not connect (refused, unreachable or timed out)" in message.last_error
 
 
 def test_messages_of_one_ticket_go_out_in_order(hook, receiver, hosted_node):
