@@ -64,3 +64,13 @@ def test_the_health_public_api_table_names_what_exists():
         assert not missing, f"docs/health.md names {missing} in {where}"
         checked += 1
     assert checked >= 8
+
+
+def test_the_health_page_carries_the_xid_catalog_as_generated():
+    """docs/health.md's Xid table is generated from the one catalog (bench/xid_agreement.py --markdown): a changed
+    entry without the regenerated table fails here."""
+    from fleet.health.xid_seed import TABLE_BEGIN, TABLE_END, xid_catalog_markdown
+
+    text = (ROOT / "docs" / "health.md").read_text()
+    shown = text[text.index(TABLE_BEGIN):text.index(TABLE_END) + len(TABLE_END)]
+    assert shown == xid_catalog_markdown()

@@ -172,7 +172,7 @@ def test_xid_policy_edit_is_audited_and_bumps_the_version(operator_api, viewer_a
     assert (entry.before["severity"], entry.after["severity"]) == ("warning", "critical")
     assert viewer_api.get("/api/v1/xid-policies/version/").json()["version"] == 2
 
-    created = operator_api.post("/api/v1/xid-policies/", {"code": 157, "meaning": "new in driver 575",
+    created = operator_api.post("/api/v1/xid-policies/", {"code": 173, "meaning": "newer than the catalog",
                                                           "severity": "warning", "action": "watch",
                                                           "layer": "gpu_driver"}, format="json")
     assert created.status_code == 201, created.content
