@@ -11,6 +11,8 @@ Bump ``CATALOG_VERSION`` whenever an entry changes so the server can tell which 
 
 from __future__ import annotations
 
+import re
+
 from fleet_agent.xid_nvidia import NVIDIA_XIDS, SOURCE, UNUSED
 
 CATALOG_VERSION = "2026.12-3"
@@ -85,14 +87,16 @@ _ESCALATION = {
     140: "reset the GPU; repeated → contact support",
     143: "reset the GPU; repeated → hardware",
     154: "follow the recovery action the message states",
+    **{code: "read the line's sub-code: a non-fatal one needs nothing, a fatal one resets the GPU (NVIDIA's NVLink5 "
+             "decode)" for code in range(144, 151)},
 }
 
 # Where the product deliberately differs from NVIDIA's resolution: code → (action, severity, layer, reason).
 _DIFFERENCES: dict[int, tuple[str, str, str, str]] = {
     **{code: ("watch", "warning", "hardware",
-              "NVIDIA decodes 144–150 per sub-code, most of them non-fatal; until the sub-code is decoded the "
-              "product watches instead of resetting (a fatal one arrives with the Xid 48/45 that carry their "
-              "own action)") for code in range(144, 151)},
+              "NVIDIA decodes 144–150 per sub-code; the line says fatal or non-fatal (xid_decode): a fatal line "
+              "resets the GPU, a non-fatal one, NVIDIA's usual case, is watched — this entry is that default")
+       for code in range(144, 151)},
     162: ("ignore", "info", "hardware", "no resolution published yet: power smoothing is back"),
     163: ("watch", "warning", "hardware", "no resolution published yet: power smoothing is off until it returns"),
     164: ("watch", "warning", "hardware", "no resolution published yet: plan the board's service"),
@@ -175,3 +179,45 @@ def xid_info(code: int | None) -> dict:
     info = dict(entry if entry is not None else UNKNOWN_XID)
     info.update(code=code, known=entry is not None, catalog_version=CATALOG_VERSION)
     return info
+
+
+# --- What a line says beyond its code -----------------------------------------------------------------------------
+# NVLink5 (144–150): the driver prints the unit and whether this sub-code is fatal, e.g.
+#   "NVRM: Xid (PCI:0000:b9:00): 145, RLW, nonfatal, cross-contain=0, injected=0, Link 3 (0x00000004 …)";
+# NVIDIA's decode table resets the GPU for the fatal ones and ignores most non-fatal ones.
+# Xid 154 states the recovery action the driver now wants: "GPU recovery action changed from 0x0 (None) to 0x1
+# (GPU Reset Required)"; the values are NVML's nvmlDeviceGpuRecoveryAction_t.
+NVLINK5_XIDS = frozenset(range(144, 151))
+_NONFATAL = re.compile(r"\bnon-?fatal\b", re.IGNORECASE)
+_FATAL = re.compile(r"\bfatal\b", re.IGNORECASE)
+_LINK = re.compile(r"\bLink\s+(\d+)\b")
+_RECOVERY_TO = re.compile(r"recovery action changed from\s+0x[0-9a-fA-F]+.*?\bto\s+0x([0-9a-fA-F]+)(?:\s*\(([^)]*)\))?",
+                          re.IGNORECASE)
+RECOVERY_ACTIONS = {  # NVML_GPU_RECOVERY_ACTION_*: (our action, severity, words)
+    0: ("ignore", "info", "no recovery needed any more"),
+    1: ("reset_gpu", "critical", "the driver asks for a GPU reset"),
+    2: ("reboot", "critical", "the driver asks for a node reboot"),
+    3: ("watch", "warning", "the driver asks to drain peer-to-peer traffic"),
+    4: ("reset_gpu", "critical", "the driver asks to drain the GPU, then reset it"),
+}
+
+
+def xid_decode(code: int | None, text: str) -> dict | None:
+    """What an Xid line says beyond its code, as the policy fields it changes (``severity``, ``action``,
+    ``fatal``) and ``detail`` in words; None when the line adds nothing the code's entry does not say."""
+    if code in NVLINK5_XIDS:
+        link = _LINK.search(text or "")
+        where = f" on link {link.group(1)}" if link else ""
+        if _NONFATAL.search(text or ""):
+            return {"severity": "warning", "action": "watch", "fatal": False, "detail": f"non-fatal{where}"}
+        if _FATAL.search(text or ""):
+            return {"severity": "critical", "action": "reset_gpu", "fatal": True, "detail": f"fatal{where}"}
+        return None
+    if code == 154:
+        match = _RECOVERY_TO.search(text or "")
+        if match is None:
+            return None
+        action, severity, words = RECOVERY_ACTIONS.get(int(match.group(1), 16),
+                                                       ("watch", "warning", "an unknown recovery action"))
+        return {"severity": severity, "action": action, "fatal": severity == "critical", "detail": words}
+    return None

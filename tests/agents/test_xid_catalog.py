@@ -79,3 +79,29 @@ def test_an_unused_code_is_watched_and_the_nonfatal_nvlink5_burst_does_not_reset
     for code in range(144, 151):
         assert XID_CATALOG[code]["action"] != "reset_gpu" and not XID_CATALOG[code]["fatal"]
         assert "sub-code" in XID_CATALOG[code]["differs"]
+
+
+# Lines as drivers print them (the NVLink5 form from a B200 on driver 575; Xid 154's wording with NVML's recovery
+# action values, nvmlDeviceGpuRecoveryAction_t).
+NVLINK5_NONFATAL = ("NVRM: Xid (PCI:0000:b9:00): 145, RLW, nonfatal, cross-contain=0, injected=0, Link 3 "
+                    "(0x00000004 0x00000001 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)")
+NVLINK5_FATAL = ("NVRM: Xid (PCI:0000:b9:00): 144, SAW_MVB, fatal, cross-contain=0, injected=0, Link 7 "
+                 "(0x00000002 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)")
+XID_154 = ("NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 "
+           "(GPU Reset Required)")
+
+
+def test_nvlink5_lines_are_read_per_subcode_and_xid_154_states_its_action():
+    from fleet_agent.collectors.kernel_log import parse_line
+    from fleet_agent.xid import xid_decode
+
+    assert xid_decode(145, NVLINK5_NONFATAL) == {"severity": "warning", "action": "watch", "fatal": False,
+                                                 "detail": "non-fatal on link 3"}
+    assert xid_decode(144, NVLINK5_FATAL)["action"] == "reset_gpu"  # NVIDIA's decode: fatal → RESET_GPU
+    assert xid_decode(154, XID_154)["action"] == "reset_gpu"
+    assert xid_decode(154, XID_154.replace("0x1 (GPU Reset Required)", "0x2 (Node Reboot Required)"))[
+        "action"] == "reboot"
+    assert xid_decode(79, "GPU has fallen off the bus.") is None
+    assert parse_line(NVLINK5_NONFATAL)["severity"] == "warning"
+    assert parse_line(NVLINK5_FATAL)["severity"] == "critical"
+    assert parse_line(XID_154)["severity"] == "critical"

@@ -192,3 +192,36 @@ def test_escalation_on_five_fatal_xids_in_a_day_on_one_gpu():
     assert finding.summary.startswith("GPU 0: 5 fatal Xids (48, 95) within 24 h")
     assert finding.responsible_party == "provider"
     assert finding.evidence["values"]["fatal_count"] == 5
+
+
+def test_a_burst_of_nonfatal_nvlink5_lines_is_watched_and_one_fatal_line_resets():
+    """NVIDIA decodes Xid 144–150 per sub-code and the line says which: non-fatal ones are watched (no reset, no
+    climb to an RMA); a fatal one among them asks for a GPU reset."""
+    node = healthy_node(delivery_form="bare_metal_owned")
+    gpu = GPU.objects.get(node=node, index=5)
+    nonfatal = "Xid 145 (NVLink5 error): RLW, nonfatal, cross-contain=0, injected=0, Link 3 (0x00000004 0x1)"
+    for minute in range(6):
+        _xid(node, 145, START + timedelta(minutes=minute), gpu=gpu, message=nonfatal, severity="warning")
+    evaluate(now=START + timedelta(minutes=6))
+    finding = open_findings("xid", node).get()
+    assert (finding.severity, finding.evidence["values"]["action"]) == ("warning", "watch")
+    assert finding.evidence["values"]["decoded"] == "non-fatal on link 3"
+    assert not open_findings("xid_escalation", node).exists()
+
+    _xid(node, 145, START + timedelta(minutes=7), gpu=gpu, severity="critical",
+         message="Xid 145 (NVLink5 error): RLW, fatal, cross-contain=0, injected=0, Link 3 (0x00000002 0x1)")
+    evaluate(now=START + timedelta(minutes=8))
+    finding = open_findings("xid", node).get()
+    assert (finding.severity, finding.evidence["values"]["action"]) == ("critical", "reset_gpu")
+    assert "reset the GPU" in finding.summary
+
+
+def test_xid_154_acts_on_the_recovery_action_its_line_states():
+    node = healthy_node(delivery_form="bare_metal_owned")
+    gpu = GPU.objects.get(node=node, index=1)
+    _xid(node, 154, START, gpu=gpu, severity="critical", message="Xid 154 (GPU recovery action changed (refers to "
+         "another Xid)): GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")
+    evaluate(now=START + timedelta(seconds=1))
+    finding = open_findings("xid", node).get()
+    assert (finding.severity, finding.evidence["values"]["action"]) == ("critical", "reboot")
+    assert finding.evidence["values"]["decoded"] == "the driver asks for a node reboot"

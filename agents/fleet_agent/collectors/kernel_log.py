@@ -25,7 +25,7 @@ from pathlib import Path
 
 from fleet_agent.protocol import normalize_pci_bus_id
 from fleet_agent.timeutil import rfc3339, utc_now
-from fleet_agent.xid import xid_info
+from fleet_agent.xid import xid_decode, xid_info
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,10 @@ def _parse_message(text: str, moment: datetime | None, raw: str) -> dict | None:
         code = int(match.group(2))
         info = xid_info(code)
         detail = match.group(3).strip()
+        decoded = xid_decode(code, detail)  # what the line says beyond its code (NVLink5 sub-code, Xid 154)
+        severity = decoded["severity"] if decoded else info["severity"]
         message = f"Xid {code} ({info['meaning']})" + (f": {detail}" if detail else "")
-        return _event("xid", moment, match.group(1).removeprefix("PCI:"), code, info["severity"], message, raw)
+        return _event("xid", moment, match.group(1).removeprefix("PCI:"), code, severity, message, raw)
     match = _SXID.search(text)
     if match:
         switch, pci, code, fatality, detail = match.groups()

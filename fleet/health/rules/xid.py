@@ -13,7 +13,7 @@ from datetime import timedelta
 from fleet.core.i18n import Join, Msg
 from fleet.inventory.choices import Layer
 from fleet.telemetry.choices import EventKind
-from fleet_agent.xid import FATAL_XID_SUPPORT_THRESHOLD, REBOOTS_BEFORE_HARDWARE
+from fleet_agent.xid import FATAL_XID_SUPPORT_THRESHOLD, REBOOTS_BEFORE_HARDWARE, xid_decode
 
 from ..choices import REBOOT_FIXABLE_ACTIONS, Severity, TriageStep, XidAction
 from ..xid_seed import xid_unknown_policy
@@ -74,6 +74,9 @@ def policy_remedy(policy: dict) -> Msg:
     return Msg.known(escalation) if escalation else action
 
 
+_SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
 def _gpu_label(identity, subject: str) -> str | Msg:
     if identity is not None:
         return f"GPU {identity.index}"
@@ -91,12 +94,18 @@ def _xid(node, params, ctx):
         if event.code is None or event.at < start:
             continue
         policy = policy_for(ctx, event.code)
+        decoded = xid_decode(event.code, event.message or "")
+        if decoded is not None:  # the line says more than its code: an NVLink5 sub-code's fatality, Xid 154's action
+            policy = {**policy, "severity": decoded["severity"], "action": decoded["action"],
+                      "decoded": decoded["detail"]}
         if policy["action"] == XidAction.IGNORE:
             continue
         gpu_key, identity = node.gpu_ref(event.gpu_id, event.pci_bus_id)
         subject = f"{gpu_key}:xid:{event.code}" if gpu_key != "node" else f"xid:{event.code}"
         group = groups.setdefault(subject, {"events": [], "identity": identity, "gpu_key": gpu_key,
                                             "policy": policy})
+        if _SEVERITY_RANK[policy["severity"]] > _SEVERITY_RANK[group["policy"]["severity"]]:
+            group["policy"] = policy  # one fatal line among non-fatal ones of the same code decides
         group["events"].append(event)
     found = []
     for subject, group in groups.items():
@@ -142,6 +151,7 @@ def _xid(node, params, ctx):
                     "policy": {k: policy.get(k) for k in ("code", "meaning", "severity", "action", "layer",
                                                           "escalation")},
                     "policy_known": policy.get("known", True), "xid_policy_version": ctx.xid_version,
+                    "decoded": policy.get("decoded", ""),
                     "escalated": escalated, "repeat_count": params["repeat_count"]}))
     return found
 
