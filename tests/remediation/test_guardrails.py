@@ -235,3 +235,62 @@ def test_completing_the_mass_failure_incident_closes_the_breaker(operator):
     assert mass.state == IncidentState.RESOLVED
     breaker = CircuitBreaker.objects.get(pool=pool)
     assert breaker.state == "closed" and breaker.reset_by == "op"
+
+
+
+def _five_old_remediations(node, pool, cause: str = "xid:79", *, link: bool = True) -> None:
+    """Five remediations of `cause` in the week before T0: the first a real one (its finding names GPU 3), the other
+    four copies of it, each linked to the same finding when `link`."""
+    from fleet.remediation.models import IncidentFinding
+
+    workflow = Workflow.objects.get(slug="owned-reboot")
+    first = None
+    if link:
+        fault_and_intake([node], at=T0 - timedelta(days=6))
+        first = Incident.objects.get(node=node)
+        Incident.objects.filter(pk=first.pk).update(state="resolved", closed_at=T0 - timedelta(days=6),
+                                                    started_at=T0 - timedelta(days=6))
+        from fleet.health.models import Finding
+
+        Finding.objects.filter(node=node).update(state="resolved", resolved_at=T0 - timedelta(days=6))
+    for day in range(5 if first is None else 4):
+        when = T0 - timedelta(days=day + 1)
+        incident = Incident.objects.create(key=f"inc-{node.pk}-{cause}-{day}", node=node, pool=pool,
+                                           cause_kind=cause.split(":")[0] if cause.startswith("xid") else "rule",
+                                           cause=cause, title="old", state="resolved", workflow=workflow,
+                                           opened_at=when, started_at=when, closed_at=T0, opened_by="policy")
+        if first is not None:
+            trigger = first.finding_links.get().finding
+            IncidentFinding.objects.create(incident=incident, finding=trigger, trigger=True, attached_at=when)
+
+
+def test_unrelated_faults_on_one_node_do_not_add_up_to_an_rma():
+    pool = pool_for("bare_metal_owned", max_concurrent=5)
+    node = node_in(pool)
+    for cause in ("xid:13", "xid:31", "rule:ecc_uncorrectable", "rule:thermal_slowdown", "xid:43"):
+        _five_old_remediations(node, pool, cause, link=False)
+    fault_and_intake([node])
+    assert Incident.objects.get(node=node, state__in=sorted(ACTIVE_STATES)).workflow.slug == "owned-reboot"
+
+
+def test_the_same_card_again_goes_to_rma_and_a_replaced_card_starts_clean():
+    from fleet.health.services.evaluation import evaluate
+    from fleet.remediation.services.intake import findings_intake
+    from tests.health.factories import EventFactory
+
+    pool = pool_for("bare_metal_owned", max_concurrent=5)
+    same, swapped = node_in(pool), node_in(pool)
+    for node in (same, swapped):
+        GPU.objects.filter(node=node, index=3).update(serial=f"SN-{node.pk}-OLD")
+        _five_old_remediations(node, pool)
+    # On `swapped` the vendor replaced the card in slot 3: the old one is gone, a new one (new serial) reports.
+    old = GPU.objects.get(node=swapped, index=3)
+    GPU.objects.filter(pk=old.pk).update(present=False, index=99)
+    new = GPU.objects.create(node=swapped, index=3, uuid=f"GPU-new-{swapped.pk}", serial=f"SN-{swapped.pk}-NEW",
+                             model=old.model, pci_bus_id=old.pci_bus_id)
+    EventFactory(node=same, gpu=GPU.objects.get(node=same, index=3), kind="xid", code=79, at=T0)
+    EventFactory(node=swapped, gpu=new, kind="xid", code=79, at=T0)
+    evaluate(node_ids=[same.pk, swapped.pk], now=T0)
+    findings_intake(now=T0)
+    assert Incident.objects.get(node=same, state__in=sorted(ACTIVE_STATES)).workflow.slug == "owned-rma"
+    assert Incident.objects.get(node=swapped, state__in=sorted(ACTIVE_STATES)).workflow.slug == "owned-reboot"

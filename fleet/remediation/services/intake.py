@@ -14,6 +14,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from fleet.health.choices import FindingState, Severity
@@ -50,10 +51,22 @@ def finding_cause(finding: Finding) -> tuple[str, str]:
     return CauseKind.RULE, f"rule:{slug}"
 
 
-def recent_remediations(node_id: int, *, now: datetime) -> int:
-    """Remediations started on the node in the last 7 days (dry runs and mass failures do not count)."""
-    return (Incident.objects.filter(node_id=node_id, started_at__gte=now - REPEAT_WINDOW, dry_run=False)
-            .exclude(cause_kind=CauseKind.MASS_FAILURE).count())
+def recent_remediations(finding: Finding, *, now: datetime) -> int:
+    """Remediations of the same fault in the last 7 days: on the finding's node, for the same cause, and — when
+    the finding names a GPU — on the same part (its serial; a replaced card starts clean). An earlier incident whose
+    findings named another card does not count; one that named none counts (it may have been this part). Dry runs
+    and mass failures do not count. Unrelated faults on one node no longer add up to a hardware verdict."""
+    cause = finding_cause(finding)[1]
+    incidents = (Incident.objects.filter(node_id=finding.node_id, cause=cause, started_at__gte=now - REPEAT_WINDOW,
+                                         dry_run=False).exclude(cause_kind=CauseKind.MASS_FAILURE))
+    gpu = finding.gpu
+    if gpu is None:
+        return incidents.count()
+    same_part = Q(gpu__serial=gpu.serial) if gpu.serial else Q(gpu_id=gpu.pk)
+    other_parts = (Finding.objects.filter(incident_links__incident=OuterRef("pk"), gpu__isnull=False)
+                   .exclude(same_part))
+    this_part = Finding.objects.filter(same_part, incident_links__incident=OuterRef("pk"))
+    return incidents.exclude(Q(Exists(other_parts)) & ~Q(Exists(this_part))).count()
 
 
 def match_facts(finding: Finding, *, now: datetime) -> MatchFacts:
@@ -64,7 +77,7 @@ def match_facts(finding: Finding, *, now: datetime) -> MatchFacts:
                       severity=finding.severity, layer=finding.layer, party=finding.responsible_party,
                       delivery_form=node.delivery_form, billing_mode=node.billing_mode,
                       provider_id=node.provider_id, pool_id=node.pool_id,
-                      recent_remediations=recent_remediations(node.pk, now=now))
+                      recent_remediations=recent_remediations(finding, now=now))
 
 
 def findings_intake(*, finding_ids: list[int] | None = None, now: datetime | None = None) -> dict:
