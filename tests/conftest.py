@@ -103,10 +103,28 @@ def seeded_remediation(seeded_catalog):
     seed_remediation(Workflow, RemediationPolicy)
 
 
+def _reseed() -> None:
+    """Put back what the data migrations seeded (the rule catalog, the Xid policy table, the remediation workflows
+    and policies), as the seeded_* fixtures do."""
+    from fleet.health.models import XidPolicy
+    from fleet.health.services.catalog import rule_catalog_sync
+    from fleet.health.xid_seed import seed_xid_policies
+    from fleet.remediation.models import RemediationPolicy, Workflow
+    from fleet.remediation.seed import seed_remediation
+
+    rule_catalog_sync()
+    seed_xid_policies(XidPolicy)
+    seed_remediation(Workflow, RemediationPolicy)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _flush_survives_a_deadlock():
     """A transactional test ends with a flush (TRUNCATE). A real worker still finishing a task the test caused can
-    deadlock with it on PostgreSQL; PostgreSQL then aborts one side, so trying the flush again is safe."""
+    deadlock with it on PostgreSQL; PostgreSQL then aborts one side, so trying the flush again is safe.
+
+    The flush also empties what the data migrations seeded, which every other test may read: put it back, so a
+    test finds the database as migrated whichever tests ran before it (CI's shuffled pass found tests that did
+    not when a transactional test ran first)."""
     import time
 
     from django.core.management.base import CommandError
@@ -117,11 +135,14 @@ def _flush_survives_a_deadlock():
     def handle(self, **options):
         for attempt in range(5):
             try:
-                return original(self, **options)
+                result = original(self, **options)
             except CommandError as exc:
                 if attempt == 4 or "deadlock" not in str(exc.__cause__).lower():
                     raise
                 time.sleep(0.5)
+            else:
+                _reseed()
+                return result
 
     flush.Command.handle = handle
     yield

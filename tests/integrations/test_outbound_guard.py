@@ -139,12 +139,14 @@ def test_a_private_network_is_allowed_once_it_is_listed(admin_api, closed_policy
         assert response.status_code == 400, url
 
 
-def test_the_servers_own_database_and_redis_are_refused_even_on_an_allowed_network(settings):
+def test_the_servers_own_database_and_redis_are_refused_even_on_an_allowed_network(settings, monkeypatch):
     settings.OUTBOUND_ALLOWED_NETWORKS = ["127.0.0.0/8"]
     settings.REDIS_URL = "redis://127.0.0.1:6391/0"
-    settings.DATABASES = {**settings.DATABASES, "default": {**settings.DATABASES["default"], "HOST": "127.0.0.1",
-                                                            "PORT": "5432"}}
-    assert "own database" in outbound.address_refusal("127.0.0.1", 5432)
+    database = settings.DATABASES["default"]
+    if not database.get("HOST"):  # the embedded SQLite default has no host: name one (SQLite ignores it)
+        monkeypatch.setitem(database, "HOST", "127.0.0.1")
+        monkeypatch.setitem(database, "PORT", "5432")
+    assert "own database" in outbound.address_refusal(database["HOST"], int(database["PORT"] or 5432))
     assert "own database" in outbound.address_refusal("127.0.0.1", 6391)
     assert outbound.address_refusal("127.0.0.1", 8080) == ""
 
