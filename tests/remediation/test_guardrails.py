@@ -292,5 +292,11 @@ def test_the_same_card_again_goes_to_rma_and_a_replaced_card_starts_clean():
     EventFactory(node=swapped, gpu=new, kind="xid", code=79, at=T0)
     evaluate(node_ids=[same.pk, swapped.pk], now=T0)
     findings_intake(now=T0)
-    assert Incident.objects.get(node=same, state__in=sorted(ACTIVE_STATES)).workflow.slug == "owned-rma"
-    assert Incident.objects.get(node=swapped, state__in=sorted(ACTIVE_STATES)).workflow.slug == "owned-reboot"
+    same_card = Incident.objects.get(node=same, state__in=sorted(ACTIVE_STATES))
+    assert same_card.workflow.slug == "owned-rma" and "new card" not in same_card.title
+    new_card = Incident.objects.get(node=swapped, state__in=sorted(ACTIVE_STATES))
+    assert new_card.workflow.slug == "owned-reboot"  # the new card is not sent back on its predecessor's record…
+    # …and the incident says where to look instead.
+    assert f"new card, same fault: the card it replaced in this slot (SN-{swapped.pk}-OLD)" in new_card.title
+    assert "suspect the slot, riser, board or power" in new_card.title
+    assert new_card.timeline.first().output["replaced_cards_same_fault"] == [f"SN-{swapped.pk}-OLD"]

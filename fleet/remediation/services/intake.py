@@ -20,7 +20,7 @@ from django.utils import timezone
 from fleet.health.choices import FindingState, Severity
 from fleet.health.models import Finding
 from fleet.inventory.choices import NodeState
-from fleet.inventory.models import Pool
+from fleet.inventory.models import GPU, Pool
 from fleet_agent.xid import NODE_REMEDIATIONS_RMA_THRESHOLD
 
 from ..choices import OPEN_STATES, CauseKind, IntakeOutcome, OverrideKind
@@ -67,6 +67,23 @@ def recent_remediations(finding: Finding, *, now: datetime) -> int:
                    .exclude(same_part))
     this_part = Finding.objects.filter(same_part, incident_links__incident=OuterRef("pk"))
     return incidents.exclude(Q(Exists(other_parts)) & ~Q(Exists(this_part))).count()
+
+
+def replaced_cards_with_the_same_fault(finding: Finding, *, now: datetime) -> list[str]:
+    """Serials of the cards this finding's GPU replaced in the same slot (same index or PCI address on the node)
+    that had an incident for the same cause in the last 7 days: the fault followed the slot, not the card."""
+    gpu = finding.gpu
+    if gpu is None:
+        return []
+    slot = Q(index=gpu.index) | (Q(pci_bus_id=gpu.pci_bus_id) if gpu.pci_bus_id else Q(pk__in=[]))
+    earlier = GPU.objects.filter(slot, node_id=finding.node_id, present=False).exclude(pk=gpu.pk)
+    if gpu.serial:
+        earlier = earlier.exclude(serial=gpu.serial)
+    cause = finding_cause(finding)[1]
+    faulted = Finding.objects.filter(gpu__in=earlier, incident_links__incident__cause=cause,
+                                     incident_links__incident__started_at__gte=now - REPEAT_WINDOW,
+                                     incident_links__incident__dry_run=False)
+    return sorted({serial or uuid for serial, uuid in faulted.values_list("gpu__serial", "gpu__uuid")})
 
 
 def match_facts(finding: Finding, *, now: datetime) -> MatchFacts:
@@ -170,16 +187,19 @@ def _decide(finding: Finding, *, now: datetime) -> tuple[str, dict]:
         return IntakeOutcome.IGNORED, {"policy": policy, "policy_version": version, "message": why}
 
     settings_row = pool_settings(node.pool_id)
+    replaced = replaced_cards_with_the_same_fault(finding, now=now)
+    slot_note = (f" — new card, same fault: the card it replaced in this slot ({', '.join(replaced)}) had it too; "
+                 "suspect the slot, riser, board or power" if replaced else "")
     incident = incident_create(
-        node=node, cause_kind=cause_kind, cause=cause, title=f"{node.hostname}: {finding.summary}",
+        node=node, cause_kind=cause_kind, cause=cause, title=f"{node.hostname}: {finding.summary}{slot_note}",
         workflow=policy.workflow, at=now, opened_by="policy", dry_run=bool(settings_row and settings_row.dry_run),
         boundary={"delivery_form": node.delivery_form, "layer": finding.layer,
                   "responsible_party": finding.responsible_party,
                   "responsibility_source": finding.responsibility_source},
         policy=policy, policy_version=version, policy_snapshot=policy_snapshot(policy),
         message=f"opened by policy #{policy.priority} \"{policy.name}\" (table v{version}) from finding "
-                f"#{finding.pk}: {finding.summary}",
-        output={"finding": finding.pk, "match": facts.as_dict()})
+                f"#{finding.pk}: {finding.summary}{slot_note}",
+        output={"finding": finding.pk, "match": facts.as_dict(), "replaced_cards_same_fault": replaced})
     finding_attach(incident, finding, at=now, trigger=True)
     return IntakeOutcome.OPENED, {"incident": incident, "policy": policy, "policy_version": version,
                                   "message": f"opened {incident.key} ({policy.workflow.slug})"}
