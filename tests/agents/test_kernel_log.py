@@ -131,8 +131,11 @@ def test_fallen_off_the_bus_without_an_xid_is_gpu_lost():
     assert event["pci_bus_id"] == "00000000:91:00.0"
 
 
-def test_fallen_off_the_bus_needs_an_address():
-    assert parse_line("NVRM: A GPU has fallen off the bus at 18:45") is None
+def test_fallen_off_the_bus_without_an_address_takes_no_clock_time_for_one():
+    # A line that names no GPU is kept (the collector attributes it to the GPU another line of the same message
+    # names, or says it cannot); "18:45" is a clock time, not a bus address.
+    event = parse_line("NVRM: A GPU has fallen off the bus at 18:45")
+    assert (event["kind"], event["pci_bus_id"]) == ("gpu_lost", None)
 
 
 @pytest.mark.parametrize(
@@ -563,3 +566,32 @@ def test_an_event_between_the_two_lines_keeps_them_apart():
     xid = "[Wed Dec  2 18:45:01 2026] NVRM: Xid (PCI:0000:01:00): 79, pid=<unknown>, GPU has fallen off the bus."
     assert [e["kind"] for e in coalesce_aer([parse_line(RECEIVED), parse_line(xid), parse_line(BUS_ERROR)])] == [
         "aer", "xid", "aer"]
+
+
+# --- a message split over lines ----------------------------------------------------------------------------------
+# As a journal or a log file keeps it: the driver's "fallen off the bus" message over three lines, the address on the
+# first only (dmesg from an on-premises fleet, driver 570.158.01: NVIDIA/NVSentinel issue #155,
+# https://github.com/NVIDIA/NVSentinel/issues/155).
+SPLIT_OFF_THE_BUS = """[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0
+               NVRM: (PCI ID: 10de:26b5) installed in this system has
+               NVRM: fallen off the bus and is not responding to commands.
+[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).
+"""
+
+
+def test_a_split_off_the_bus_message_is_attributed_to_the_gpu_its_first_line_names(tmp_path):
+    log_file = tmp_path / "kern.log"
+    log_file.write_text(SPLIT_OFF_THE_BUS)
+    collector = KernelLogCollector(str(log_file), tmp_path / "state.json")
+    events = collector.collect()
+    assert [(e["kind"], e["pci_bus_id"], e["severity"]) for e in events] == [
+        ("gpu_lost", "00000000:B3:00.0", "critical")]
+    assert "0000:b3:00.0 has fallen off the bus" in events[0]["message"]
+
+
+def test_an_off_the_bus_line_that_names_no_gpu_is_kept_and_says_so(tmp_path):
+    log_file = tmp_path / "kern.log"
+    log_file.write_text("[  512.000001] NVRM: GPU has fallen off the bus.\n")
+    (event,) = KernelLogCollector(str(log_file), tmp_path / "state.json").collect()
+    assert event["kind"] == "gpu_lost" and event["pci_bus_id"] is None
+    assert "unattributed" in event["message"]

@@ -153,3 +153,18 @@ def test_silent_node_keeps_other_findings_as_they_are():
     evaluate(now=T0 + timedelta(hours=1))
     assert open_findings("gpu_count_low", node).exists(), "no report means unknown, not healthy"
     assert GPUStatus.objects.filter(node=node).count() == 8
+
+
+def test_a_lost_gpu_the_log_line_does_not_name_is_reported_unidentified():
+    """An old driver's "fallen off the bus" line with no address, and no other line of the message naming the GPU:
+    the GPU is still reported lost — as an unidentified GPU of the node, with the line as evidence."""
+    node = healthy_node(delivery_form="bare_metal_owned")
+    start = T0 + timedelta(minutes=1)
+    EventFactory(node=node, kind="gpu_lost", code=None, at=start, pci_bus_id="",
+                 raw="NVRM: GPU has fallen off the bus.",
+                 message="NVRM: GPU has fallen off the bus. (unattributed: no line of the same message names the GPU)")
+    evaluate(now=start)
+    finding = open_findings("gpu_lost", node).get()
+    assert finding.gpu_id is None and finding.severity == "critical"
+    assert finding.summary.startswith("an unidentified GPU is lost")
+    assert finding.evidence["log_lines"][0]["line"] == "NVRM: GPU has fallen off the bus."

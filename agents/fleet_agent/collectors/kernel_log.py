@@ -158,9 +158,9 @@ def _parse_message(text: str, moment: datetime | None, raw: str) -> dict | None:
                       "critical" if fatal else "warning", message, raw)
     if _FALLEN_OFF.search(text):
         bdf = _DOMAIN_BDF.search(text)
-        if bdf:
-            return _event("gpu_lost", moment, bdf.group(1), None, "critical", text.strip(), raw)
-        return None
+        # Without an address (a journal or log file splits the driver's message over lines) the event is kept and
+        # the collector names the GPU from an earlier line of the same message (Burst), or says it cannot.
+        return _event("gpu_lost", moment, bdf.group(1) if bdf else None, None, "critical", text.strip(), raw)
     match = _AER_BUS_ERROR.search(text)
     if match:
         bdf, severity_text, rest = match.groups()
@@ -213,6 +213,37 @@ def _close_in_time(first: str | None, second: str | None) -> bool:
     return abs(b - a) <= AER_PAIR_WINDOW
 
 
+# Lines of a driver message that name the GPU the next lines are about: the first line of the split "fallen off
+# the bus" message ("NVRM: The NVIDIA GPU 0000:b3:00.0"), the line older drivers print before an Xid
+# ("NVRM: GPU at PCI:0000:01:00: GPU-34d7…"), and an Xid line itself.
+_NAMES_GPU = re.compile(r"NVRM: (?:The NVIDIA GPU |GPU at (?:PCI:)?|Xid \((?:PCI:)?)"
+                        r"([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)")
+BURST_LINES = 6  # how many lines after the naming one a message without an address is still attributed to it
+
+
+class Burst:
+    """Attributes an event whose line names no GPU to the GPU an earlier line of the same message named (within
+    BURST_LINES lines); says "unattributed" otherwise. One per source: lines arrive in order."""
+
+    def __init__(self):
+        self._named: str | None = None
+        self._since = BURST_LINES + 1
+
+    def see(self, line: str, event: dict | None) -> dict | None:
+        named = _NAMES_GPU.search(line)
+        if named:
+            self._named, self._since = named.group(1), 0
+        else:
+            self._since += 1
+        if event is not None and event["kind"] == "gpu_lost" and event["pci_bus_id"] is None:
+            if self._named is not None and self._since <= BURST_LINES:
+                event["pci_bus_id"] = normalize_pci_bus_id(self._named)
+                event["message"] = f"NVRM: the NVIDIA GPU {self._named} has {event['message'].split('NVRM: ')[-1]}"
+            else:
+                event["message"] += " (unattributed: no line of the same message names the GPU)"
+        return event
+
+
 def _parse(line: str) -> tuple[dict | None, dict | None]:
     text, moment, kmsg = _split_prefix(line)
     return _parse_message(text, moment, line.rstrip("\r\n")), kmsg
@@ -259,6 +290,7 @@ class KernelLogCollector:
         self.timeout_s = timeout_s
         self.max_events = max(1, int(max_events))
         self._pci_map: dict[str, str] = {}
+        self._burst = Burst()
         self.set_pci_map(pci_to_uuid or {})
         self._source_key = self.source if self.source in ("kmsg", "journal") else f"file:{self.source}"
         self._state = self._load_state()
@@ -416,7 +448,8 @@ class KernelLogCollector:
                     break  # end of file, or a line still being written
                 read += len(line)
                 offset += len(line)
-                event = parse_line(line.decode("utf-8", "replace"))
+                text = line.decode("utf-8", "replace")
+                event = self._burst.see(text, parse_line(text))
                 if event:
                     events.append(event)
             head_len = min(256, offset)
@@ -470,6 +503,7 @@ class KernelLogCollector:
                 continue  # continuation line (KEY=value dictionary) of the previous record
             try:
                 event, kmsg = _parse(record)
+                event = self._burst.see(record, event)
             except Exception:
                 log.debug("unparseable kmsg record %r", record, exc_info=True)
                 continue
@@ -541,7 +575,7 @@ class KernelLogCollector:
             if line.startswith("-- cursor: "):
                 self._state["cursor"] = line[len("-- cursor: "):].strip()
             elif not line.startswith("-- "):
-                event = parse_line(line)
+                event = self._burst.see(line, parse_line(line))
                 if event:
                     events.append(event)
         self._state["checked_at"] = checked_at.timestamp()

@@ -77,7 +77,8 @@ def _gpu_lost(node, params, ctx):
     def add(subject, identity, bus_id, source, at=None, line=None):
         observation = lost.get(subject)
         if observation is None:
-            label = f"GPU {identity.index}" if identity else Msg("GPU at {bus}", bus=GPU.normalize_bus_id(bus_id))
+            label = f"GPU {identity.index}" if identity else (
+                Msg("GPU at {bus}", bus=GPU.normalize_bus_id(bus_id)) if bus_id else Msg("an unidentified GPU"))
             observation = lost[subject] = Observation(
                 summary=Msg("{gpu} is lost (fallen off the bus or not responding)", gpu=label), subject=subject,
                 gpu_id=identity.id if identity else None,
