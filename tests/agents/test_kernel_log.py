@@ -176,7 +176,8 @@ def test_nvswitch_sxid(line, code, severity):
          "00000000:B7:00.0", "critical"),
         ("pcieport 0000:b0:02.0: AER: Uncorrectable (Non-Fatal) error received: 0000:b7:00.0",
          "00000000:B7:00.0", "warning"),
-        ("pcieport 0000:00:03.0: AER: Corrected error received: id=0018", None, "info"),
+        # Older kernels name the source by requester id: 0x0018 is bus 00, device 03, function 0.
+        ("pcieport 0000:00:03.0: AER: Corrected error received: id=0018", "00000000:00:03.0", "info"),
     ],
 )
 def test_pcie_aer_both_spellings(line, pci, severity):
@@ -595,3 +596,21 @@ def test_an_off_the_bus_line_that_names_no_gpu_is_kept_and_says_so(tmp_path):
     (event,) = KernelLogCollector(str(log_file), tmp_path / "state.json").collect()
     assert event["kind"] == "gpu_lost" and event["pci_bus_id"] is None
     assert "unattributed" in event["message"]
+
+
+# --- the public corpus ----------------------------------------------------------------------------------------------
+CORPUS = json.loads((Path(__file__).parent / "fixtures/kernel_corpus/corpus.json").read_text())
+
+
+def corpus_events(entry: dict, tmp_path: Path) -> list[dict]:
+    """What the collector makes of one corpus entry, read as a log file (the format of dmesg and journal lines)."""
+    path = tmp_path / f"corpus-{abs(hash(entry['source_url'] + entry['format']))}.log"
+    path.write_text("\n".join(entry["lines"]) + "\n")
+    events = KernelLogCollector(str(path), tmp_path / f"{path.name}.state").collect()
+    return [{key: event.get(key) for key in want} for event, want in zip(events, entry["expect"], strict=False)] \
+        + events[len(entry["expect"]):]
+
+
+@pytest.mark.parametrize("entry", CORPUS["entries"], ids=[e["format"][:40] for e in CORPUS["entries"]])
+def test_every_line_of_the_public_corpus_reads_as_an_operator_reads_it(entry, tmp_path):
+    assert corpus_events(entry, tmp_path) == entry["expect"], entry["source_url"]

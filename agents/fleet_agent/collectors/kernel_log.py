@@ -65,9 +65,11 @@ _DOMAIN_BDF = re.compile(r"(?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]
 _AER_BUS_ERROR = re.compile(
     rf"({_BDF}): (?:AER: )?PCIe Bus Error: severity=([^,]+)(.*)", re.IGNORECASE
 )
+# "AER: Corrected error received: 0000:01:00.0" (older kernels) and "AER: Correctable error message received from
+# 0000:01:00.0" (newer kernels' wording).
 _AER_RECEIVED = re.compile(
     r"AER: ((?:Multiple )?(?:Corrected|Correctable|Uncorrected|Uncorrectable)(?: \((?:Non-)?Fatal\))?)"
-    r" errors? received:?\s*(\S*)",
+    r" errors?(?: message)? received(?: from)?:?\s*(\S*)",
     re.IGNORECASE,
 )
 def _local_to_utc(naive: datetime) -> datetime:
@@ -170,6 +172,16 @@ def _parse_message(text: str, moment: datetime | None, raw: str) -> dict | None:
     if match:
         severity_text, source = match.groups()
         message = f"PCIe AER {severity_text} error received" + (f" from {source}" if source else "")
+        if not _DOMAIN_BDF.fullmatch(source or ""):
+            # Older kernels name the source by its PCIe requester id ("id=00e5": bus 0x00, device 0x1c, function 5)
+            # in the reporting port's domain.
+            port = _DOMAIN_BDF.search(text[:match.start()])
+            requester = re.fullmatch(r"id=([0-9a-fA-F]{2})([0-9a-fA-F]{2})", source or "")
+            if requester and port:
+                devfn = int(requester.group(2), 16)
+                source = f"{port.group(1).split(':')[0]}:{requester.group(1)}:{devfn >> 3:02x}.{devfn & 7}"
+            else:
+                source = port.group(1) if port else None
         return _event("aer", moment, source, None, _aer_severity(severity_text), message, raw)
     return None
 
