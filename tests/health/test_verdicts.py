@@ -246,3 +246,23 @@ def test_one_hot_gpu_on_most_nodes_of_a_site_is_the_site():
     # An urgent cycle over one node cannot see the site: it keeps the state rather than clearing it.
     evaluate(node_ids=[nodes[0].pk], now=T0 + timedelta(seconds=30))
     assert open_findings("room_thermal_throttling", nodes[0]).exists()
+
+
+def test_processes_wedged_in_the_driver_explain_the_leftover_memory_they_hold():
+    """A process in uninterruptible sleep holding /dev/nvidia2 keeps GPU 2's memory at 0 % utilisation: the
+    headline is the wedged driver (drain and reboot), not "stop the leftover processes" — they cannot be stopped."""
+    node = healthy_node()
+    gpu = GPU.objects.get(node=node, index=2)
+    Rule.objects.filter(slug__in=["residual_gpu_processes", "gpu_d_state"]).update(duration_s=0)
+    set_gpu(gpu, utilization_gpu_pct=0, process_count=1, process_memory_bytes=30 * 2**30,
+            processes=[{"pid": 52002, "used_memory_bytes": 30 * 2**30, "name": "python"}])
+    stuck = [{"pid": 52002, "name": "python", "devices": ["/dev/nvidia-uvm", "/dev/nvidia2", "/dev/nvidiactl"]}]
+    from fleet.telemetry.models import NodeStatus
+
+    system = dict(NodeStatus.objects.get(node=node).system or {})
+    set_status(node, system={**system, "gpu_d_state": stuck})
+    evaluate(now=T0 + timedelta(seconds=5))
+    assert open_findings("residual_gpu_processes", node).exists() and open_findings("gpu_d_state", node).exists()
+    triage = node_triage(node=node, now=T0 + timedelta(seconds=6))
+    assert triage["headline_finding"].rule.slug == "gpu_d_state"
+    assert [c["rule"] for c in triage["consequences"]] == ["residual_gpu_processes"]

@@ -16,7 +16,9 @@ from fleet.core.i18n import Join, Msg
 from fleet.inventory.choices import Layer
 
 from ..choices import Severity, TriageStep
-from .base import Observation, Param, node_rule
+from .base import Explains, Observation, Param, node_rule
+
+WEDGED_DRIVER_EXPLAINS = Explains(("residual_gpu_processes",))
 
 GIB = 2**30
 
@@ -269,7 +271,10 @@ def _gpu_d_state(node, params, ctx):
         summary=Msg("{count} process(es) stuck in uninterruptible sleep holding {devices}: {shown} — they cannot "
                     "be killed; the GPU driver is wedged", count=len(stuck),
                     devices=", ".join(devices) or Msg("the NVIDIA control device"), shown=shown[:300]),
-        values={"processes": stuck, "devices": devices})]
+        values={"processes": stuck, "devices": devices},
+        # The wedged processes are what holds the GPU memory the residual-processes rule sees: one fault, and the
+        # headline is the driver, not "stop the leftover processes" (they cannot be stopped).
+        explains=(WEDGED_DRIVER_EXPLAINS,))]
 
 
 RULES = [
