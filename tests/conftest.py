@@ -106,13 +106,12 @@ def seeded_remediation(seeded_catalog):
 def _reseed() -> None:
     """Put back what the data migrations seeded (the rule catalog, the Xid policy table, the remediation workflows
     and policies), as the seeded_* fixtures do."""
+    from fleet.core.models import AuditEntry
     from fleet.health.models import XidPolicy
     from fleet.health.services.catalog import rule_catalog_sync
     from fleet.health.xid_seed import seed_xid_policies
     from fleet.remediation.models import RemediationPolicy, Workflow
     from fleet.remediation.seed import seed_remediation
-
-    from fleet.core.models import AuditEntry
 
     rule_catalog_sync()
     seed_xid_policies(XidPolicy)
