@@ -19,9 +19,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-# The moment most data-building tests are set in (tests.health.factories.T0 and its neighbours are built around
-# it): a weekday noon in UTC, far from a month's or a daylight-saving change's edge.
-FROZEN_AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+from tests.health.factories import T0
+
+# The moment most data-building tests are set in: the factories' T0, a weekday noon in UTC, far from a month's or
+# a daylight-saving change's edge.
+FROZEN_AT = T0
 
 
 class Clock:

@@ -35,7 +35,7 @@ class ThrowawayCA:
     """A throw-away certificate authority (generated, never downloaded) for TLS and mTLS tests."""
 
     def __init__(self, name: str = "fleet test CA"):
-        from datetime import UTC, datetime
+        from datetime import UTC, datetime, timedelta
 
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes
@@ -43,10 +43,10 @@ class ThrowawayCA:
         from cryptography.x509.oid import NameOID
 
         self._x509, self._hashes, self._ec, self._oid = x509, hashes, ec, NameOID
-        # A validity window that holds on any day: OpenSSL checks it against the machine's real clock, the test
-        # may run with Python's clock moved (tests/clock.py, CI's shifted pass).
-        self._now = datetime(2000, 1, 1, tzinfo=UTC)
-        self._until = datetime(2099, 12, 31, tzinfo=UTC)
+        # Ten years either side of the test's clock: OpenSSL checks the window against the machine's real clock,
+        # and the test may run with Python's clock moved (tests/clock.py, CI's moved pass: 400 days).
+        self._now = datetime.now(UTC) - timedelta(days=3650)
+        self._until = datetime.now(UTC) + timedelta(days=3650)
         self.key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         self.cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
