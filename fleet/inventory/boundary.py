@@ -11,7 +11,8 @@ from .choices import Owner as O
 DEFAULT_MATRIX: dict[str, dict[str, str]] = {
     L.FACILITY: {F.CLOUD_SHARED: O.PROVIDER, F.CLOUD_DEDICATED: O.PROVIDER,
                  F.BARE_METAL_HOSTED: O.PROVIDER,
-                 # Own hardware sits in a colo more often than not; an "own datacenter" provider overrides to us.
+                 # The colo's (a provider of kind 'idc'); boundary_matrices() makes it ours where the provider
+                 # record is our own datacenter (kind 'own').
                  F.BARE_METAL_OWNED: O.PROVIDER},
     L.HARDWARE: {F.CLOUD_SHARED: O.PROVIDER, F.CLOUD_DEDICATED: O.PROVIDER,
                  F.BARE_METAL_HOSTED: O.PROVIDER, F.BARE_METAL_OWNED: O.HARDWARE_VENDOR},

@@ -22,8 +22,8 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, NullIf
 
 from .boundary import DEFAULT_MATRIX, LAYER_ORDER
-from .choices import BASELINE_STACK_FIELDS, STACK_LIST_FIELDS, BoundarySource
-from .models import GPU, Baseline, BoundaryOverride, Node, SoftwareStack
+from .choices import BASELINE_STACK_FIELDS, STACK_LIST_FIELDS, BoundarySource, Layer, Owner, ProviderKind
+from .models import GPU, Baseline, BoundaryOverride, Node, Provider, SoftwareStack
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,21 @@ class BoundaryCell:
         return asdict(self)
 
 
-def boundary_matrices(*, nodes: Iterable[Node]) -> dict[int, dict[str, BoundaryCell]]:
-    """Effective matrix for many nodes in one query: default → provider contract → node override."""
+def boundary_matrices(*, nodes: Iterable[Node], own_datacenters: set[int] | None = None
+                      ) -> dict[int, dict[str, BoundaryCell]]:
+    """Effective matrix for many nodes: default → provider contract → node override. The default's facility
+    cell is ours, not the provider's, where the provider record is our own datacenter (kind `own`): a room
+    cooling or power fault goes to our facilities team, never as a provider ticket to ourselves.
+    `own_datacenters`: the ids of such providers when the caller has them (else one more query)."""
     nodes = list(nodes)
     if not nodes:
         return {}
     provider_ids = {n.provider_id for n in nodes}
+    if own_datacenters is None and all(Node.provider.is_cached(node) for node in nodes):
+        own_datacenters = {node.provider_id for node in nodes if node.provider.kind == ProviderKind.OWN}
+    elif own_datacenters is None:
+        own_datacenters = set(Provider.objects.filter(pk__in=provider_ids, kind=ProviderKind.OWN)
+                              .values_list("pk", flat=True))
     node_ids = {n.pk for n in nodes}
     overrides = BoundaryOverride.objects.filter(Q(provider_id__in=provider_ids) | Q(node_id__in=node_ids))
     by_provider: dict[tuple[int, str], BoundaryOverride] = {}
@@ -59,6 +68,9 @@ def boundary_matrices(*, nodes: Iterable[Node]) -> dict[int, dict[str, BoundaryC
         cells: dict[str, BoundaryCell] = {}
         for layer in LAYER_ORDER:
             cell = BoundaryCell(layer, DEFAULT_MATRIX[layer][node.delivery_form], BoundarySource.DEFAULT)
+            if layer == Layer.FACILITY and cell.owner == Owner.PROVIDER and node.provider_id in own_datacenters:
+                cell = BoundaryCell(layer, Owner.US, BoundarySource.DEFAULT,
+                                    "our own datacenter: the facilities team")
             for form in ("", node.delivery_form):
                 override = by_provider.get((node.provider_id, form, layer))
                 if override is not None:

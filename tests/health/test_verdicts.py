@@ -266,3 +266,20 @@ def test_processes_wedged_in_the_driver_explain_the_leftover_memory_they_hold():
     triage = node_triage(node=node, now=T0 + timedelta(seconds=6))
     assert triage["headline_finding"].rule.slug == "gpu_d_state"
     assert [c["rule"] for c in triage["consequences"]] == ["residual_gpu_processes"]
+
+
+@pytest.mark.parametrize(("provider_kind", "party", "ticket"), [("own", "us", False), ("idc", "provider", True)])
+def test_a_hot_room_on_our_own_metal_goes_to_our_facilities_not_to_a_provider_ticket(provider_kind, party, ticket):
+    """Our own servers in our own datacenter: the room's cooling is our facilities team's. The same servers in a
+    colocation provider's hall: the provider runs the room."""
+    from tests.factories import ProviderFactory
+
+    provider = ProviderFactory(kind=provider_kind, cloud="")
+    node = healthy_node(delivery_form="bare_metal_owned", provider=provider)
+    Rule.objects.filter(slug__in=["room_thermal_throttling", "thermal_throttling"]).update(duration_s=0)
+    GPUStatus.objects.filter(node=node, gpu__index__in=range(6)).update(
+        clock_event_reasons_mask=CLOCK_REASON_SW_THERMAL_SLOWDOWN, temperature_c=91)
+    evaluate(now=T0 + timedelta(seconds=5))
+    room = open_findings("room_thermal_throttling", node).get()
+    assert (room.layer, room.responsible_party) == ("facility", party)
+    assert (room.action_kind == "provider_ticket") is ticket

@@ -16,7 +16,7 @@ import requests
 
 from fleet.health.models import Finding, Rule
 from fleet.health.tasks import evaluate_fleet, evaluate_nodes
-from fleet.inventory.models import Baseline, BoundaryOverride, Pool, Provider, Site
+from fleet.inventory.models import Baseline, Pool, Provider, Site
 from fleet.inventory.models import Node as NodeModel
 from fleet.telemetry.models import ChangeLogEntry
 from fleet.telemetry.services.enrollment import enrollment_token_create
@@ -351,14 +351,13 @@ def test_a_lost_gpu_without_an_announcement_stays_hardware(api, node_for):
 
 # -- 7. many GPUs throttling together is the room ------------------------------------------------------------------
 
-@pytest.mark.parametrize(("provider", "own_datacenter", "party"),
-                         [("own", True, "us"), ("own", False, "provider"), ("aws", False, "provider")],
+# Who runs the room follows the provider record: our own datacenter (kind 'own') is our facilities team's, a
+# colocation hall (our servers, an IDC's room: kind 'idc') and a cloud are the provider's.
+@pytest.mark.parametrize(("provider", "form", "party"),
+                         [("own", None, "us"), ("idc", "bare_metal_owned", "provider"), ("aws", None, "provider")],
                          ids=["own-datacenter", "own-hardware-in-colo", "cloud"])
-def test_all_gpus_throttling_for_heat_is_the_facility(provider, own_datacenter, party, api, node_for):
-    node = node_for(_node(provider, faults=[{"at_s": 30, "fault": "thermal_throttle", "gpu": "all"}]))
-    if own_datacenter:  # the boundary says who runs the room: our own datacenter, not a colo
-        BoundaryOverride.objects.create(provider=Provider.objects.get(slug=provider), layer="facility", owner="us",
-                                        note="our own datacenter")
+def test_all_gpus_throttling_for_heat_is_the_facility(provider, form, party, api, node_for):
+    node = node_for(_node(provider, form=form, faults=[{"at_s": 30, "fault": "thermal_throttle", "gpu": "all"}]))
     node.report(31)
     node.evaluate()
     _open(node.node_id, "thermal_throttling")
@@ -371,10 +370,11 @@ def test_all_gpus_throttling_for_heat_is_the_facility(provider, own_datacenter, 
 
 
 def test_one_hot_gpu_on_most_nodes_of_a_site_is_the_site(api, node_for):
-    # Three servers of one owned datacenter hall, each with one GPU throttling for heat at the same time.
-    nodes = [node_for(_node(faults=[{"at_s": 30, "fault": "thermal_throttle", "gpu": index}], name=f"hall-{index}"))
+    # Three of our servers in one colocation hall, each with one GPU throttling for heat at the same time.
+    nodes = [node_for(_node("idc", form="bare_metal_owned", faults=[{"at_s": 30, "fault": "thermal_throttle",
+                                                                     "gpu": index}], name=f"hall-{index}"))
              for index in range(3)]
-    site = Site.objects.create(name="hall-b", provider=Provider.objects.get(slug="own"))
+    site = Site.objects.create(name="hall-b", provider=Provider.objects.get(slug="idc"))
     NodeModel.objects.filter(pk__in=[n.node_id for n in nodes]).update(site=site)
     for node in nodes:
         node.report(31)

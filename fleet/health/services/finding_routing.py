@@ -4,6 +4,7 @@ effective responsibility boundaries, loaded in bulk for the nodes that have a fi
 
 from __future__ import annotations
 
+from fleet.inventory.choices import ProviderKind
 from fleet.inventory.models import Node, Provider
 from fleet.inventory.selectors import boundary_matrices
 
@@ -20,8 +21,9 @@ def findings_route(*, findings: list[tuple[Finding, RuleDefinition]], facts: dic
         return
     node_ids = {finding.node_id for finding, _ in findings}
     nodes = [Node(pk=n, provider_id=facts[n].provider_id, delivery_form=facts[n].delivery_form) for n in node_ids]
-    matrices = boundary_matrices(nodes=nodes)
-    providers = dict(Provider.objects.filter(pk__in={n.provider_id for n in nodes}).values_list("pk", "name"))
+    rows = list(Provider.objects.filter(pk__in={n.provider_id for n in nodes}).values_list("pk", "name", "kind"))
+    providers = {pk: name for pk, name, _ in rows}
+    matrices = boundary_matrices(nodes=nodes, own_datacenters={pk for pk, _, kind in rows if kind == ProviderKind.OWN})
     for finding, definition in findings:
         node = facts[finding.node_id]
         routing = route(layer=finding.layer, cells=matrices[node.id], delivery_form=node.delivery_form,
