@@ -26,10 +26,7 @@ from fleet_agent.timeutil import utc_now
 from tests.factories import UserFactory
 from tests.processes import wait_for
 
-# real_clock: with CI's clock moved 400 days ahead (tests/timeshift) the replacement's report made for the verify
-# gate is not counted and the incident stays at "verify"; not yet explained, so the scenario runs on the real
-# clock only (the first pass) until it is.
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.real_clock]
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 CASES = [
     # delivery form, simulator provider, provider kind, workflow, responsible party, plan

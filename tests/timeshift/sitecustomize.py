@@ -11,8 +11,13 @@ import os
 
 _days = os.environ.get("FLEET_TEST_CLOCK_SHIFT_DAYS", "").strip()
 if _days:
+    import time
     from datetime import UTC, datetime, timedelta
 
     import time_machine
 
     time_machine.travel(datetime.now(UTC) + timedelta(days=float(_days)), tick=True).start()
+    # time-machine starts a ticking clock when it is first read, not when the travel starts: read it now, or a
+    # process that first asks for the time seconds after start-up (a worker importing Django) runs that many seconds
+    # ahead of the others, and "after the step started" comparisons between processes fail.
+    time.time()
