@@ -65,8 +65,13 @@ def test_neither_the_web_tier_nor_a_worker_connects_to_the_servers_own_network(t
             Integration.objects.filter(pk=body["id"]).update(config={"url": f"http://127.0.0.1:{sink.port}/"})
             status, sent = _call(base, key, "POST", f"/api/v1/integrations/{body['id']}/test/")
             assert status == 202, sent
-            message = wait_for(lambda: OutboxMessage.objects.filter(pk=sent["id"], state="dead").first(),
-                               timeout=60, what=f"the worker's verdict (log: {worker_log})")
+            try:
+                message = wait_for(lambda: OutboxMessage.objects.filter(pk=sent["id"], state="dead").first(),
+                                   timeout=90, what="the worker's verdict")
+            except AssertionError as exc:
+                row = OutboxMessage.objects.filter(pk=sent["id"]).values("state", "attempts", "last_error").first()
+                raise AssertionError(f"{exc}; the message: {row}\nworker log:\n{worker_log.read_text()[-3000:]}"
+                                     f"\nweb log:\n{(tmp_path / 'web.log').read_text()[-2000:]}") from None
             assert "refused by the outbound policy" in message.last_error
             status, detail = _call(base, key, "GET", f"/api/v1/deliveries/{message.pk}/")
             assert status == 200 and "loopback" in detail["last_error"]
