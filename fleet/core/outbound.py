@@ -1,6 +1,6 @@
 """The one way the control plane reaches out: every request to an address an admin typed (ticketing and chat
-connectors, SMTP relays, the executors' webhooks) goes through here, so no setting can aim the server at its own
-network.
+connectors, SMTP relays, the executors' webhooks, the Kubernetes API, an AWS endpoint override) goes through
+here, so no setting can aim the server at its own network.
 
 The policy (docs/security.md, "Outbound connections"):
 
@@ -238,6 +238,21 @@ class GuardedPoolManager(urllib3.PoolManager):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+
+
+def guard_pool_manager(manager: urllib3.PoolManager) -> urllib3.PoolManager:
+    """Put a client library's own PoolManager (its TLS settings kept) under the outbound policy: every new
+    connection, a redirect's included, goes to an address that was checked."""
+    manager.clear()
+    manager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+    return manager
+
+
+def check_url_now(url: str) -> None:
+    """For a send through a library whose connections cannot be guarded (boto3): resolve and check `url`'s host
+    now. The library resolves the name again when it connects, so this narrows a rebinding to that instant."""
+    host, port = check_url(url)
+    check_host(host, port)
 
 
 def is_policy_refusal(exc: BaseException) -> str:

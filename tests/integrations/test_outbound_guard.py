@@ -294,3 +294,61 @@ def test_a_host_header_outside_allowed_hosts_gets_no_hint(client, settings):
         response = client.get(path, HTTP_HOST="attacker.example")
         assert response.status_code == 400, path
         assert b"ALLOWED_HOSTS" not in response.content and b"attacker.example" not in response.content, path
+
+
+@pytest.mark.parametrize(("executor", "field", "extra"), [
+    ("kubernetes", "api_url", {}),
+    ("aws", "endpoint_url", {"region": "eu-west-1"}),
+])
+def test_a_kubernetes_api_or_aws_endpoint_on_the_servers_own_network_is_refused(admin_api, closed_policy, listener,
+                                                                                 executor, field, extra):
+    from tests.factories import PoolFactory
+
+    sink = listener()
+    for url in (f"http://127.0.0.1:{sink.port}/", "http://169.254.169.254/"):
+        response = admin_api.post("/api/v1/executor-configs/", {
+            "pool": PoolFactory().pk, "executor": executor, "settings": {field: url, **extra},
+            "secret": "s" * 32}, format="json")
+        assert response.status_code == 400, response.json()
+        assert "does not connect there" in response.json()["error"]["fields"][f"settings.{field}"][0]
+    assert not ExecutorConfig.objects.exists() and sink.accepted == 0
+
+
+def test_the_kubernetes_client_is_checked_again_when_it_connects(settings, listener):
+    """Saved while loopback was allowed, the policy tightened since: the cordon never reaches the address."""
+    from fleet.executors import interface as steps
+    from fleet.executors.backends.kubernetes import KubernetesExecutor
+    from tests.factories import NodeFactory, PoolFactory
+
+    sink = listener()
+    pool = PoolFactory()
+    ExecutorConfig.objects.create(pool=pool, executor="kubernetes",
+                                  settings={"api_url": f"http://127.0.0.1:{sink.port}", "eviction_retry_s": 5,
+                                            "taint_key": "fleet.io/unhealthy", "verify_tls": True,
+                                            "node_name_label": "kubernetes-node"},
+                                  secret_encrypted=crypto.encrypt("sa-token"))
+    node = NodeFactory(pool=pool, hostname="gpu-node-3")
+    settings.OUTBOUND_ALLOWED_NETWORKS = []
+    outcome = KubernetesExecutor().start(steps.StepContext(
+        incident_id=2, incident_key="INC-2", node_id=node.pk, step_index=0, attempt=1, kind="cordon", params={},
+        dry_run=False, idempotency_key="INC-2:0:1", facts={"title": "Xid 79"}))
+    assert outcome.status == "failed" and "refused by the outbound policy" in outcome.message
+    assert sink.accepted == 0
+
+
+def test_an_aws_endpoint_is_checked_again_when_it_replaces(settings, listener):
+    from fleet.executors.services.aws import aws_request_replacement
+    from tests.factories import NodeFactory, PoolFactory
+
+    sink = listener()
+    pool = PoolFactory()
+    config = ExecutorConfig.objects.create(pool=pool, executor="aws", settings={
+        "region": "eu-west-1", "mode": "asg", "endpoint_url": f"http://127.0.0.1:{sink.port}",
+        "access_key_id": "AKIAFLEETTESTKEY0001"}, secret_encrypted=crypto.encrypt("secret-" + "z" * 24))
+    node = NodeFactory(pool=pool, instance_id="i-0123456789abcdef0")
+    settings.OUTBOUND_ALLOWED_NETWORKS = []
+    request = ExternalRequest.objects.create(pool=pool, executor="aws", idempotency_key="inc-3:4:1",
+                                             kind="request_replacement")
+    request = aws_request_replacement(config=config, node=node, request=request)
+    assert request.state == "failed" and "refused by the outbound policy" in request.message
+    assert sink.accepted == 0

@@ -16,6 +16,7 @@ from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 from django.utils import timezone
 
+from fleet.core import outbound
 from fleet.inventory.models import Node
 
 from ..choices import ExternalState
@@ -35,6 +36,11 @@ def aws_clients(config: ExecutorConfig):
         aws_access_key_id=settings.get("access_key_id") or None,
         aws_secret_access_key=executor_secret(config) or None if settings.get("access_key_id") else None,
         region_name=settings["region"])
+    if settings.get("endpoint_url"):
+        try:
+            outbound.check_url_now(settings["endpoint_url"])
+        except outbound.OutboundRefused as exc:
+            raise AWSRefused(f"endpoint_url refused by the outbound policy: {exc}") from None
     options = {"endpoint_url": settings.get("endpoint_url"),
                "config": BotoConfig(connect_timeout=10, read_timeout=30, retries={"max_attempts": 3,
                                                                                   "mode": "standard"})}

@@ -82,7 +82,7 @@ def _slurm(data: dict, secret: str | None) -> dict:
 
 
 def _kubernetes(data: dict, secret: str | None) -> dict:
-    out = {"api_url": _url(data.pop("api_url", None), "settings.api_url"),
+    out = {"api_url": _outbound_url(data.pop("api_url", None), "settings.api_url"),
            "verify_tls": _bool(data.pop("verify_tls", True), "settings.verify_tls"),
            "node_name_label": _text(data.pop("node_name_label", "kubernetes-node"), "settings.node_name_label",
                                     _LABEL),
@@ -106,7 +106,7 @@ def _aws(data: dict, secret: str | None) -> dict:
                                                "settings.launch_template_version",
                                                re.compile(r"^(\$Latest|\$Default|\d+)$"))
     if "endpoint_url" in data:
-        out["endpoint_url"] = _url(data.pop("endpoint_url"), "settings.endpoint_url")
+        out["endpoint_url"] = _outbound_url(data.pop("endpoint_url"), "settings.endpoint_url")
     if "access_key_id" in data:
         out["access_key_id"] = _text(data.pop("access_key_id"), "settings.access_key_id",
                                      re.compile(r"^[A-Z0-9]{16,128}$"), message="An access key id.")

@@ -20,6 +20,8 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from fleet.core import outbound
+
 from ..models import ExecutorConfig
 from .executor_configs import executor_secret
 
@@ -62,7 +64,9 @@ def _api(config: ExecutorConfig) -> k8s.CoreV1Api:
         if not path.exists():
             path.write_text(pem)
         configuration.ssl_ca_cert = str(path)
-    return k8s.CoreV1Api(k8s.ApiClient(configuration))
+    client = k8s.ApiClient(configuration)
+    outbound.guard_pool_manager(client.rest_client.pool_manager)
+    return k8s.CoreV1Api(client)
 
 
 def _error(what: str, exc: ApiException) -> KubernetesError:
