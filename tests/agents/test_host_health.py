@@ -124,6 +124,21 @@ def test_d_state_holders_of_gpu_devices_are_reported_after_two_scans(tmp_path):
     assert collector.collect()["gpu_d_state"] == []
 
 
+def test_a_stuck_processs_wait_channel_goes_with_it(tmp_path):
+    """/proc/<pid>/wchan names the kernel function the process sleeps in: NFS's RPC wait tells a job stuck on its
+    data apart from one wedged in the driver; '0' (not sleeping, or hidden) is left out."""
+    collector = _collector(tmp_path, scan_every=1)
+    proc = collector.proc_root
+    _process(proc, 4100, "python", "D", ["/dev/nvidia3"])
+    (proc / "4100" / "wchan").write_text("rpc_wait_bit_killable")
+    _process(proc, 4101, "python", "D", ["/dev/nvidia4"])
+    (proc / "4101" / "wchan").write_text("0")
+    collector.collect()
+    assert collector.collect()["gpu_d_state"] == [
+        {"pid": 4100, "name": "python", "devices": ["/dev/nvidia3"], "wchan": "rpc_wait_bit_killable"},
+        {"pid": 4101, "name": "python", "devices": ["/dev/nvidia4"]}]
+
+
 def test_d_state_scan_runs_every_few_cycles_and_keeps_its_result_between(tmp_path):
     collector = _collector(tmp_path, scan_every=3)
     _process(collector.proc_root, 4100, "python", "D", ["/dev/nvidia1"])

@@ -283,3 +283,57 @@ def test_a_hot_room_on_our_own_metal_goes_to_our_facilities_not_to_a_provider_ti
     room = open_findings("room_thermal_throttling", node).get()
     assert (room.layer, room.responsible_party) == ("facility", party)
     assert (room.action_kind == "provider_ticket") is ticket
+
+
+def _stuck_on_gpu_2(node, wchan: str, **system):
+    """GPU 2 holds 30 GiB for a process that has slept uninterruptibly across two scans, waiting in `wchan`."""
+    from fleet.telemetry.models import NodeStatus
+
+    gpu = GPU.objects.get(node=node, index=2)
+    Rule.objects.filter(slug__in=["residual_gpu_processes", "gpu_d_state", "storage_d_state", "volume_hung"]
+                        ).update(duration_s=0)
+    set_gpu(gpu, utilization_gpu_pct=0, process_count=1, process_memory_bytes=30 * 2**30,
+            processes=[{"pid": 52002, "used_memory_bytes": 30 * 2**30, "name": "python"}])
+    stuck = [{"pid": 52002, "name": "python", "devices": ["/dev/nvidia-uvm", "/dev/nvidia2", "/dev/nvidiactl"],
+              "wchan": wchan}]
+    set_status(node, system={**dict(NodeStatus.objects.get(node=node).system or {}), "gpu_d_state": stuck,
+                             **system})
+
+
+@pytest.mark.parametrize("wchan", ["rpc_wait_bit_killable", "nfs4_wait_clnt_recover", "folio_wait_bit_common",
+                                   "ptlrpc_set_wait"])
+def test_a_gpu_job_stuck_on_nfs_is_the_data_path_not_a_wedged_driver(wchan):
+    """A training job blocked reading its dataset from a hard-mounted NFS share (or a Lustre or block-device wait)
+    sits in D state with /dev/nvidia2 open: the GPU and its driver are fine. What to fix is the storage path — a
+    GPU reset or a reboot would not help and would kill the job."""
+    node = healthy_node()
+    _stuck_on_gpu_2(node, wchan)
+    evaluate(now=T0 + timedelta(seconds=5))
+    assert not open_findings("gpu_d_state", node).exists()
+    finding = open_findings("storage_d_state", node).get()
+    assert (finding.step, finding.layer) == ("capacity", "host_os")
+    assert wchan in finding.summary and "/dev/nvidia2" in finding.summary
+    triage = node_triage(node=node, now=T0 + timedelta(seconds=6))
+    assert triage["headline_finding"].rule.slug == "storage_d_state"
+    assert [c["rule"] for c in triage["consequences"]] == ["residual_gpu_processes"]
+
+
+def test_a_job_stuck_in_the_driver_is_still_the_driver():
+    """The same picture with the process waiting inside nvidia.ko: that is the wedged driver."""
+    node = healthy_node()
+    _stuck_on_gpu_2(node, "os_acquire_rwlock_write")
+    evaluate(now=T0 + timedelta(seconds=5))
+    assert open_findings("gpu_d_state", node).exists() and not open_findings("storage_d_state", node).exists()
+
+
+def test_the_hung_nfs_volume_speaks_for_the_gpu_jobs_waiting_on_it():
+    """The agent also sees the share itself hang (a statvfs that never returns): the volume, which names the mount
+    and the server, heads the triage; the stuck GPU job is its consequence."""
+    node = healthy_node()
+    _stuck_on_gpu_2(node, "rpc_wait_bit_killable", volumes=[{
+        "mount": "/mnt/datasets", "fs_type": "nfs4", "source": "10.0.0.20:/datasets", "network": True,
+        "hung": True, "stalled_s": 45.0}])
+    evaluate(now=T0 + timedelta(seconds=5))
+    triage = node_triage(node=node, now=T0 + timedelta(seconds=6))
+    assert triage["headline_finding"].rule.slug == "volume_hung"
+    assert {"storage_d_state", "residual_gpu_processes"} <= {c["rule"] for c in triage["consequences"]}

@@ -32,6 +32,7 @@ CASES = [
     ("volume_read_only", "volume_read_only", "capacity", "host_os", "us", "Volume / (ext4"),
     ("volume_hung", "volume_hung", "capacity", "host_os", "us", "/mnt/checkpoints (nfs4"),
     ("gpu_d_state", "gpu_d_state", "platform_hardware", "gpu_driver", "us", "/dev/nvidia2"),
+    ("gpu_job_stuck_on_nfs", "storage_d_state", "capacity", "host_os", "us", "rpc_wait_bit_killable"),
     ("peermem_missing", "peermem_missing", "software_chain", "gpu_driver", "us", "peer-memory module"),
     ("clock_unsynced", "clock_unsynced", "software_chain", "host_os", "provider", "Clock not synchronised"),
 ]

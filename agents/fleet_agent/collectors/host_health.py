@@ -10,7 +10,9 @@ and the kernel's clock-sync state.
 * **D state** — every ``scan_every`` cycles, ``/proc/<pid>/stat`` of every process (at most
   ``MAX_PIDS``); a process in uninterruptible sleep has its ``/proc/<pid>/fd`` links read (at most
   ``MAX_FDS``) for ``/dev/nvidia*``. Only processes seen so in two scans in a row are reported: a
-  moment of D state is ordinary I/O, two scans apart is a hang.
+  moment of D state is ordinary I/O, two scans apart is a hang. Each such process's wait channel
+  (``/proc/<pid>/wchan``) goes with it: a process stuck on an NFS or block-I/O wait holds the GPU but is the data
+  path's fault, not the driver's.
 * **Peer memory** — whether ``nvidia_peermem`` (or the legacy ``nv_peer_mem``) is in ``/proc/modules``,
   and how many RDMA devices ``/sys/class/infiniband`` has (InfiniBand or RoCE).
 * **Clock** — ``adjtimex(2)`` in read-only mode (modes 0): the kernel's ``STA_UNSYNC`` status bit, the
@@ -261,11 +263,28 @@ class HostHealthCollector:
                 continue
             devices = self._gpu_devices(pid)
             if devices:
-                found.append({"pid": pid, "name": stuck[pid][:64], "devices": devices})
+                entry = {"pid": pid, "name": stuck[pid][:64], "devices": devices}
+                wchan = self._wait_channel(pid)
+                if wchan:
+                    entry["wchan"] = wchan
+                found.append(entry)
                 if len(found) >= MAX_D_STATE:
                     break
         self._d_state_before = set(stuck)
         return found
+
+    def _wait_channel(self, pid: int) -> str:
+        """The kernel function the process sleeps in (/proc/<pid>/wchan: `rpc_wait_bit_killable` waits on NFS,
+        an `nv…`/`uvm…` symbol inside the GPU driver); '' when unknown ("0": not sleeping, or hidden from us)."""
+        try:
+            fd = os.open(f"{self.proc_root}/{pid}/wchan", os.O_RDONLY)
+            try:
+                text = os.read(fd, 128).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
+        except OSError:
+            return ""
+        return "" if text in ("", "0") else text[:64]
 
     def _gpu_devices(self, pid: int) -> list[str]:
         directory = self.proc_root / str(pid) / "fd"

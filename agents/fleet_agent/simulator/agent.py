@@ -418,8 +418,10 @@ class SimulatedAgent:
         elif fault.kind == "gpu_d_state":
             for gpu in self._gpus(fault):
                 pid = int(params.get("pid", 52000 + gpu.index))
+                # The driver's own wait by default; a `wchan` such as rpc_wait_bit_killable: stuck on NFS instead.
                 self.proc.d_state[pid] = (str(params.get("name", "python")),
-                                          [f"/dev/nvidia{gpu.index}", "/dev/nvidiactl", "/dev/nvidia-uvm"])
+                                          [f"/dev/nvidia{gpu.index}", "/dev/nvidiactl", "/dev/nvidia-uvm"],
+                                          str(params.get("wchan", "os_acquire_rwlock_write")))
         elif fault.kind == "peermem_missing":
             self.proc.peermem_loaded = False
         elif fault.kind == "clock_unsynced":

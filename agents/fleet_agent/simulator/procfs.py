@@ -99,7 +99,8 @@ class SimulatedProc:
         # mount point -> options the fault simulation changes ("ro" flips a volume read-only)
         self.read_only: set[str] = set()
         self.peermem_loaded = False
-        self.d_state: dict[int, tuple[str, list[str]]] = {}  # pid -> (comm, /dev/nvidia* it holds)
+        # pid -> (comm, /dev/nvidia* it holds, the kernel function it sleeps in: /proc/<pid>/wchan)
+        self.d_state: dict[int, tuple[str, list[str], str]] = {}
         self._pids_written: set[int] = set()
         self.load = Load()
         self._load_avg = [1.0, 1.0, 1.0]
@@ -207,19 +208,22 @@ class SimulatedProc:
 
     def _write_processes(self) -> None:
         """/proc/<pid>/stat (and fd links) for the init process, a healthy GPU job and the stuck ones."""
-        processes = {1: ("systemd", "S", []), 41000: ("python", "R", ["/dev/nvidia0", "/dev/nvidiactl"])}
-        for pid, (name, devices) in self.d_state.items():
-            processes[pid] = (name, "D", devices)
+        processes = {1: ("systemd", "S", [], "ep_poll"),
+                     41000: ("python", "R", ["/dev/nvidia0", "/dev/nvidiactl"], "0")}
+        for pid, (name, devices, wchan) in self.d_state.items():
+            processes[pid] = (name, "D", devices, wchan)
         for pid in self._pids_written - set(processes):
             directory = self.root / str(pid)
             for link in (directory / "fd").glob("*"):
                 link.unlink()
             (directory / "stat").unlink(missing_ok=True)
-        for pid, (name, state, devices) in processes.items():
+            (directory / "wchan").unlink(missing_ok=True)
+        for pid, (name, state, devices, wchan) in processes.items():
             directory = self.root / str(pid)
             (directory / "fd").mkdir(parents=True, exist_ok=True)
             self._write(f"{pid}/stat", f"{pid} ({name}) {state} 1 {pid} {pid} 0 -1 4194560 3 0 0 0 "
                                        f"12 4 0 0 20 0 1 0 {int(self.uptime * USER_HZ)} 0 0\n")
+            self._write(f"{pid}/wchan", wchan)
             targets = ["/dev/null", "pipe:[424242]", *devices]
             wanted = {str(fd): target for fd, target in enumerate(targets)}
             for link in (directory / "fd").glob("*"):

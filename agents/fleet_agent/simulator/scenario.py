@@ -49,7 +49,7 @@ FAULTS: dict[str, tuple[frozenset[str], bool, bool]] = {
     "volume_full": (frozenset({"mount", "used_pct"}), False, False),
     "volume_read_only": (frozenset({"mount"}), False, False),
     "volume_hung": (frozenset({"mount"}), False, False),
-    "gpu_d_state": (frozenset({"pid", "name"}), True, False),
+    "gpu_d_state": (frozenset({"pid", "name", "wchan"}), True, False),
     "peermem_missing": (frozenset(), False, False),
     "clock_unsynced": (frozenset({"maxerror_us"}), False, False),
     # GPU configuration, NVLink, PCI, fabric services, InfiniBand (fleet.health.rules.fabric)

@@ -20,6 +20,23 @@ from .base import Explains, Observation, Param, node_rule
 
 WEDGED_DRIVER_EXPLAINS = Explains(("residual_gpu_processes",))
 
+# Wait channels (/proc/<pid>/wchan: the kernel function a sleeping process waits in) that are storage, not the GPU
+# driver: SunRPC/NFS, block I/O and page-cache waits, journalling file systems, and the network and parallel file
+# systems' clients. A process in D state here holds its GPU only because its job touches the data path.
+STORAGE_WAIT_PREFIXES = (
+    "rpc_", "__rpc_", "nfs_", "nfs4_", "__nfs",  # NFS over SunRPC
+    "io_schedule", "bit_wait_io", "blk_", "wait_on_page_bit", "folio_wait_bit", "__folio_lock", "__lock_page",
+    "wait_on_buffer", "__wait_on_buffer", "jbd2_", "xfs_", "ext4_", "btrfs_",  # block I/O, local file systems
+    "ptlrpc_", "ll_", "ldlm_", "cl_sync_io", "osc_",  # Lustre
+    "cifs_", "smb2_", "wait_for_response",  # SMB
+    "ceph_", "fuse_", "request_wait_answer", "beegfs", "gpfs", "mmfs",  # Ceph, FUSE, BeeGFS, GPFS
+)
+
+
+def waits_on_storage(process: dict) -> bool:
+    wchan = process.get("wchan")
+    return isinstance(wchan, str) and wchan.startswith(STORAGE_WAIT_PREFIXES)
+
 GIB = 2**30
 
 
@@ -258,15 +275,43 @@ def _peermem_missing(node, params, ctx):
 # -- step 4: processes wedged in the driver ------------------------------------------------------------------
 
 
-def _gpu_d_state(node, params, ctx):
+def _d_state(node, *, storage: bool) -> list[dict] | None:
+    """The processes in D state holding GPU devices that wait on storage (`storage`) or elsewhere (the driver)."""
     system = _system(node)
     if system is None or system.get("gpu_d_state") is None:
         return None
-    stuck = [p for p in system["gpu_d_state"] if isinstance(p, dict)]
+    return [p for p in system["gpu_d_state"] if isinstance(p, dict) and waits_on_storage(p) is storage]
+
+
+def _shown(stuck: list[dict]) -> str:
+    return (", ".join(f"{p.get('name')} (pid {p.get('pid')})" for p in stuck[:6]) + (" …" if len(stuck) > 6 else ""))
+
+
+def _gpu_devices_held(stuck: list[dict]) -> list[str]:
+    return sorted({d for p in stuck for d in p.get("devices") or [] if d[len("/dev/nvidia"):].isdigit()})
+
+
+def _storage_d_state(node, params, ctx):
+    stuck = _d_state(node, storage=True)
     if not stuck:
-        return []
-    devices = sorted({d for p in stuck for d in p.get("devices") or [] if d[len("/dev/nvidia"):].isdigit()})
-    shown = ", ".join(f"{p.get('name')} (pid {p.get('pid')})" for p in stuck[:6]) + (" …" if len(stuck) > 6 else "")
+        return stuck
+    waits = ", ".join(sorted({p["wchan"] for p in stuck}))
+    return [Observation(
+        summary=Msg("{count} GPU process(es) stuck waiting on storage ({waits}) while holding {devices}: {shown} "
+                    "— the data path is the fault, not the GPU driver", count=len(stuck), waits=waits[:120],
+                    devices=", ".join(_gpu_devices_held(stuck)) or Msg("the NVIDIA control device"),
+                    shown=_shown(stuck)[:300]),
+        values={"processes": stuck, "devices": _gpu_devices_held(stuck), "wait_channels": sorted(
+            {p["wchan"] for p in stuck})},
+        # They hold their GPUs' memory because they cannot finish, not because anyone forgot them.
+        explains=(WEDGED_DRIVER_EXPLAINS,))]
+
+
+def _gpu_d_state(node, params, ctx):
+    stuck = _d_state(node, storage=False)
+    if not stuck:
+        return stuck
+    devices, shown = _gpu_devices_held(stuck), _shown(stuck)
     return [Observation(
         summary=Msg("{count} process(es) stuck in uninterruptible sleep holding {devices}: {shown} — they cannot "
                     "be killed; the GPU driver is wedged", count=len(stuck),
@@ -337,6 +382,8 @@ RULES = [
                       "hung", minimum=1),),
         description="A statvfs of a mounted volume does not return (an NFS or parallel-file-system server gone "
                     "away on a hard mount): every process touching it hangs in D state.",
+        # The hung volume is the cause the stuck GPU jobs wait on: it names the mount and speaks for them.
+        explains=(Explains(("storage_d_state",), same_gpu=False),),
         remedy="check the storage server and the network path to it (`nfs: server … not responding` in the "
                "kernel log); jobs resume when it answers — do not reboot before it is back"),
     node_rule(
@@ -361,6 +408,15 @@ RULES = [
                     "more CPU).",
         remedy="`modprobe nvidia-peermem` (shipped with the driver since R470) and make it load at boot; with "
                "open kernel modules and Linux ≥ 5.12, DMA-BUF works without it — then turn the rule off"),
+    node_rule(
+        slug="storage_d_state", title="GPU jobs stuck on storage", step=TriageStep.CAPACITY, layer=Layer.HOST_OS,
+        severity=Severity.CRITICAL, duration_s=120, clear_hold_s=60, check=_storage_d_state,
+        description="Processes holding /dev/nvidia* stay in uninterruptible sleep (D state) across scans while "
+                    "they wait on storage — their wait channel is NFS/SunRPC, block I/O or a network or parallel "
+                    "file system's client: the GPU and its driver are fine, the job cannot read or write its data.",
+        remedy="find the volume they wait on (`cat /proc/<pid>/stack`, `nfs: server … not responding` in the kernel "
+               "log) and bring the storage or the network path to it back; the jobs resume when it answers — do "
+               "not reset the GPU or reboot for it"),
     node_rule(
         slug="gpu_d_state", title="Processes stuck in the GPU driver", step=TriageStep.PLATFORM_HARDWARE,
         layer=Layer.GPU_DRIVER, severity=Severity.CRITICAL, duration_s=120, clear_hold_s=60,
