@@ -97,11 +97,16 @@ class ManualExecutor:
             return StepOutcome.done(f"dry run: would ask an operator to: {text}", runbook=text)
         if ctx.kind in SELF_COMPLETING:
             return StepOutcome.done(text)
-        waiting_on = WaitingOn.OPERATOR
-        if ctx.kind == StepKind.AWAIT_EXTERNAL:
-            waiting_on = PARTY_WAITING.get(ctx.params.get("waiting_on", "provider"), WaitingOn.PROVIDER)
-        return StepOutcome.waiting(text, waiting_on=waiting_on, runbook=text)
+        return StepOutcome.waiting(text, waiting_on=_waiting_on(ctx), runbook=text)
 
     def poll(self, ctx: StepContext) -> StepOutcome:
+        # Asked again, the answer is the same: still waiting on whoever the start said (a poll that said
+        # "operator" here turned a wait on the provider into one on us at the first poll).
         text = runbook(ctx)
-        return StepOutcome.waiting(text, waiting_on=WaitingOn.OPERATOR, runbook=text)
+        return StepOutcome.waiting(text, waiting_on=_waiting_on(ctx), runbook=text)
+
+
+def _waiting_on(ctx: StepContext) -> str:
+    if ctx.kind == StepKind.AWAIT_EXTERNAL:
+        return PARTY_WAITING.get(ctx.params.get("waiting_on", "provider"), WaitingOn.PROVIDER)
+    return WaitingOn.OPERATOR

@@ -297,3 +297,38 @@ def test_the_pool_setting_is_read_when_the_step_is_created(recording):
     run = current_run(incident)
     assert (run.attempt, run.executor) == (2, "recording")
     assert run.output["executors_passed_over"] == ["ipmi: not installed on this server"]
+
+
+def test_polling_a_step_that_waits_on_the_provider_sends_nothing_new():
+    """An incident that waits on the hosting provider is polled (the executor asks again) every few minutes for
+    hours. Waiting on the same thing with the same words is no news: one 'waiting' entry and one step_changed
+    message when the wait began, none per poll."""
+    operator = UserFactory(role="operator")
+    incident = _incident("bare_metal_hosted")
+
+    def stop_at_wait(run, now):
+        if run.kind == "await_external" and run.status == StepStatus.WAITING:
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        walk(incident, operator, at=T0, on_step=stop_at_wait)
+    run = current_run(incident)
+    changes = []
+
+    def on_event(sender, event, **kwargs):
+        changes.append(event.kind)
+
+    incident_event.connect(on_event)
+    try:
+        at = T0 + timedelta(hours=8)
+        for _ in range(6):  # an hour of polls, every 10 minutes
+            at += timedelta(minutes=10)
+            StepRun.objects.filter(pk=run.pk).update(next_poll_at=at)
+            assert tick(incident, at=at) == "waiting"
+    finally:
+        incident_event.disconnect(on_event)
+    run.refresh_from_db()
+    assert run.status == StepStatus.WAITING and run.executor_calls >= 1
+    assert "step_changed" not in changes, changes
+    assert run.waiting_on == "provider"  # still the provider's move after an hour of polls
+    assert incident.timeline.filter(kind=TimelineKind.STEP_WAITING, step_index=run.step_index).count() == 1

@@ -542,7 +542,10 @@ def _node_effect(incident: Incident, run: StepRun, *, now: datetime) -> dict:
 
 def run_wait(incident: Incident, run: StepRun, *, now: datetime, message: str, actor, waiting_on: str,
              next_poll: datetime | None) -> None:
-    changed = (run.status, run.message, run.waiting_on) != (StepStatus.WAITING, message[:1000], waiting_on)
+    # A poll claims the waiting step (status running, phase poll/check) and comes back here: waiting on the same
+    # thing with the same words is no news, so no timeline entry and no step_changed message for it.
+    was_waiting = run.status == StepStatus.WAITING or (run.status == StepStatus.RUNNING and run.phase in (POLL, CHECK))
+    changed = not (was_waiting and (run.message, run.waiting_on) == (message[:1000], waiting_on))
     run.status, run.message, run.waiting_on, run.next_poll_at = StepStatus.WAITING, message[:1000], waiting_on, \
         next_poll
     run.save()
