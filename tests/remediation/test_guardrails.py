@@ -300,3 +300,53 @@ def test_the_same_card_again_goes_to_rma_and_a_replaced_card_starts_clean():
     assert f"new card, same fault: the card it replaced in this slot (SN-{swapped.pk}-OLD)" in new_card.title
     assert "suspect the slot, riser, board or power" in new_card.title
     assert new_card.timeline.first().output["replaced_cards_same_fault"] == [f"SN-{swapped.pk}-OLD"]
+
+
+def _lose(node, index: int) -> None:
+    from tests.health.harness import set_gpu
+
+    set_gpu(GPU.objects.get(node=node, index=index), lost=True, utilization_gpu_pct=None, memory_used_bytes=None)
+
+
+@pytest.mark.parametrize("form", ["bare_metal_owned", "cloud_dedicated"])
+def test_a_gpu_that_falls_off_the_bus_is_one_incident_and_one_slot(form):
+    """Xid 79 on GPU 3 and GPU 3 then missing from NVML are one fault: one incident holds both findings, and the
+    pool's second slot stays free for the next node's fault."""
+    pool = pool_for(form, max_concurrent=2)
+    node, other = node_in(pool), node_in(pool)
+    xid(node, at=T0, code=79, gpu_index=3)
+    _lose(node, 3)
+    evaluate(node_ids=[node.pk], now=T0)
+    findings_intake(now=T0)
+    incident = Incident.objects.get(node=node)
+    assert sorted(incident.finding_links.values_list("finding__rule__slug", flat=True)) == ["gpu_lost", "xid"]
+    outcomes = dict(FindingIntake.objects.filter(finding__node=node).values_list("finding__rule__slug", "outcome"))
+    assert sorted(outcomes.values()) == ["attached", "opened"]
+    fault_and_intake([other], at=T0 + timedelta(minutes=1))
+    assert Incident.objects.filter(node=other, state__in=sorted(ACTIVE_STATES)).exists(), \
+        "the second node's fault got the slot the lost GPU's second finding would have taken"
+
+
+def test_a_gpu_lost_after_its_xid_79_joins_the_open_incident():
+    pool = pool_for("bare_metal_owned")
+    node = node_in(pool)
+    fault_and_intake([node], at=T0)  # Xid 79 on GPU 3
+    incident = Incident.objects.get(node=node)
+    _lose(node, 3)  # the next report: GPU 3 gone from NVML
+    evaluate(node_ids=[node.pk], now=T0 + timedelta(seconds=30))
+    findings_intake(now=T0 + timedelta(seconds=30))
+    assert Incident.objects.filter(node=node).count() == 1
+    lost = Finding.objects.get(node=node, rule__slug="gpu_lost")
+    assert lost.incident_links.get().incident == incident
+    assert "the same fault as finding" in FindingIntake.objects.get(finding=lost).message
+
+
+def test_another_gpu_lost_on_the_same_node_is_its_own_incident():
+    """Xid 79 on GPU 3 says nothing about GPU 5: losing GPU 5 is a second fault."""
+    pool = pool_for("bare_metal_owned", max_concurrent=2)
+    node = node_in(pool)
+    fault_and_intake([node], at=T0)
+    _lose(node, 5)
+    evaluate(node_ids=[node.pk], now=T0 + timedelta(seconds=30))
+    findings_intake(now=T0 + timedelta(seconds=30))
+    assert sorted(Incident.objects.filter(node=node).values_list("cause", flat=True)) == ["rule:gpu_lost", "xid:79"]

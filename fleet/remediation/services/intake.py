@@ -3,7 +3,9 @@ open an incident?" always has an answer.
 
 For a new finding, in order: resolved already → nothing; node retired → nothing; snoozed or marked healthy
 (the finding or its GPU) → nothing until the override ends; an open incident for the same node and cause →
-attach; the pool's or site's circuit breaker open (or tripping now) → attach to its mass-failure incident;
+attach; an open incident on the node with an open finding that explains this one or that this one explains (the
+health catalog's `explains`: a lost GPU after its Xid 79, an ECC counter after its Xid 48…) → attach, since it is
+the same fault; the pool's or site's circuit breaker open (or tripping now) → attach to its mass-failure incident;
 else the first matching remediation policy opens an incident with its workflow, queued until the pool has a
 remediation slot.
 """
@@ -19,6 +21,7 @@ from django.utils import timezone
 
 from fleet.health.choices import FindingState, Severity
 from fleet.health.models import Finding
+from fleet.health.selectors.triage import findings_explained
 from fleet.inventory.choices import NodeState
 from fleet.inventory.models import GPU, Pool
 from fleet_agent.xid import NODE_REMEDIATIONS_RMA_THRESHOLD
@@ -126,6 +129,24 @@ def findings_intake(*, finding_ids: list[int] | None = None, now: datetime | Non
     return {"processed": sum(counts.values()), "outcomes": counts}
 
 
+def incident_of_the_same_fault(finding: Finding) -> tuple[Incident, Finding] | None:
+    """The open incident on the finding's node that holds an open finding explaining this one or explained by it,
+    with that finding; None when there is none. One fault seen by two rules is one incident, and takes one slot."""
+    linked = list(Finding.objects.select_related("rule").filter(
+        node_id=finding.node_id, state=FindingState.OPEN, incident_links__incident__state__in=sorted(OPEN_STATES))
+        .exclude(pk=finding.pk).distinct())
+    if not linked:
+        return None
+    explained = findings_explained([finding, *linked])
+    for other in linked:
+        if explained.get(finding.pk) == other or explained.get(other.pk) == finding:
+            incident = (Incident.objects.select_for_update()
+                        .filter(finding_links__finding=other, state__in=sorted(OPEN_STATES)).first())
+            if incident is not None:
+                return incident, other
+    return None
+
+
 def _intake_one(finding_id: int, *, now: datetime) -> tuple[str | None, int | None]:
     with transaction.atomic():
         finding = (Finding.objects.select_related("rule", "gpu", "node__pool", "node__site", "node__provider")
@@ -166,6 +187,12 @@ def _decide(finding: Finding, *, now: datetime) -> tuple[str, dict]:
     if existing is not None:
         finding_attach(existing, finding, at=now)
         return IntakeOutcome.ATTACHED, {"incident": existing, "message": f"attached to {existing.key}"}
+    same_fault = incident_of_the_same_fault(finding)
+    if same_fault is not None:
+        incident, other = same_fault
+        finding_attach(incident, finding, at=now)
+        return IntakeOutcome.ATTACHED, {"incident": incident, "message": f"attached to {incident.key}: the same "
+                                        f"fault as finding #{other.pk} ({other.rule.slug})"}
 
     facts = match_facts(finding, now=now)
     policy = policy_match(facts)
