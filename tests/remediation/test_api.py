@@ -140,7 +140,11 @@ def test_open_a_manual_incident_from_the_node_page(operator_api, viewer_api, fle
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["cause_kind"] == "manual" and body["opened_by"] == "operator-user"
-    assert body["state"] == "queued"  # the pool's one slot is taken by the Xid incident
+    # The pool's one slot is taken by the Xid incident, and that incident is on this node: an operator's own
+    # action starts at once all the same, and says what it runs alongside.
+    assert body["state"] == "running", body
+    started = TimelineEntry.objects.get(incident_id=body["id"], kind="started")
+    assert "at once: an operator's action" in started.message
     _error(operator_api.post(url, {"node": node.pk, "workflow": "operator-reboot"}), 409, "incident_exists")
     assert Incident.objects.filter(node=node).count() == 1
     listed = operator_api.get(f"/api/v1/nodes/{node.pk}/incidents/").json()

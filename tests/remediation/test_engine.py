@@ -332,3 +332,29 @@ def test_polling_a_step_that_waits_on_the_provider_sends_nothing_new():
     assert "step_changed" not in changes, changes
     assert run.waiting_on == "provider"  # still the provider's move after an hour of polls
     assert incident.timeline.filter(kind=TimelineKind.STEP_WAITING, step_index=run.step_index).count() == 1
+
+
+def test_an_operators_cordon_runs_at_once_while_another_incident_waits_on_the_node():
+    """An incident waits on the hosting provider's repair and holds the pool's only slot; an operator cordons the
+    same node from the node page. The cordon is the operator's own action: it starts now, not when the provider
+    is done, and its timeline says what it runs alongside."""
+    from fleet.remediation.models import Workflow
+    from fleet.remediation.services.actions import incident_open_manual
+
+    operator = UserFactory(role="operator")
+    waiting = _incident("bare_metal_hosted")
+
+    def stop_at_wait(run, now):
+        if run.kind == "await_external" and run.status == StepStatus.WAITING:
+            raise StopIteration
+
+    with pytest.raises(StopIteration):
+        walk(waiting, operator, at=T0, on_step=stop_at_wait)
+    cordon = incident_open_manual(node=waiting.node, workflow=Workflow.objects.get(slug="operator-cordon"),
+                                  actor=operator, note="draining the rack", now=T0 + timedelta(hours=1))
+    cordon.refresh_from_db()
+    assert cordon.state == IncidentState.RUNNING, cordon.state_reason
+    started = cordon.timeline.get(kind=TimelineKind.STARTED)
+    assert f"alongside {waiting.key} on the same node" in started.message
+    assert current_run(cordon).kind == "cordon"
+    assert tick(cordon, at=T0 + timedelta(hours=1)) in ("done", "waiting")

@@ -24,7 +24,7 @@ from .engine import (
     incident_advance,
     incident_close,
     incident_lock,
-    incidents_admit_safely,
+    operator_incident_start,
     pool_settings,
     run_create,
     run_fail,
@@ -95,7 +95,8 @@ def incident_open_manual(*, node: Node, workflow: Workflow, actor, note: str = "
             boundary={"delivery_form": node.delivery_form}, actor=actor,
             message=f"opened by {label} with workflow {workflow.slug}" + (f": {note}" if note else ""))
         _audit(actor, incident, "open", note, workflow=workflow.slug, node=node.pk)
-        transaction.on_commit(lambda: incidents_admit_safely(node.pool_id), robust=True)
+        operator_incident_start(incident, now=now, actor=actor)
+        incident.save()
     return incident
 
 

@@ -650,8 +650,9 @@ def incidents_admit_safely(pool_id: int | None) -> None:
 
 def incidents_admit(*, pool_id: int | None, now: datetime | None = None) -> int:
     """Start queued incidents of one pool, oldest first, while the pool has remediation slots. A node being
-    remediated holds a slot (`Pool.max_concurrent_replacements`); dry-run and urgent workflows take none.
-    Queued incidents say why they wait. Returns how many started."""
+    remediated holds a slot (`Pool.max_concurrent_replacements`); dry-run and urgent workflows take none; an
+    operator's own incidents (cause `manual:…`) start at once. Queued incidents say why they wait. Returns how many
+    started."""
     started = 0
     with transaction.atomic():
         now = now or timezone.now()
@@ -674,6 +675,12 @@ def incidents_admit(*, pool_id: int | None, now: datetime | None = None) -> int:
                 continue
             breaker = blocking_breaker(pool_id=incident.pool_id, site_id=incident.site_id)
             busy = incident.node_id in active_nodes
+            if incident.cause_kind == CauseKind.MANUAL:  # queued before operators' incidents started at once
+                operator_incident_start(incident, now=now)
+                if incident.node_id is not None:
+                    active_nodes.add(incident.node_id)
+                started += 1
+                continue
             if breaker is not None:
                 reason = f"automation paused: the {breaker.scope} circuit breaker is open"
             elif busy:
@@ -698,6 +705,17 @@ def _findings_gone(incident: Incident) -> bool:
         return False
     states = list(incident.finding_links.values_list("finding__state", flat=True))
     return bool(states) and all(state != "open" for state in states)
+
+
+def operator_incident_start(incident: Incident, *, now: datetime, actor=None) -> None:
+    """An operator's own action (cordon, drain, reboot from the node page) is not automation: no circuit breaker,
+    remediation slot or other incident on the node holds it back. The timeline names what it runs alongside."""
+    others = list(Incident.objects.filter(node_id=incident.node_id, state__in=sorted(ACTIVE_STATES))
+                  .exclude(pk=incident.pk).values_list("key", flat=True)) if incident.node_id is not None else []
+    incident_start(incident, now=now, actor=actor,
+                   message=f"started workflow {incident.workflow.slug} at once: an operator's action"
+                   + (f", alongside {', '.join(others)} on the same node" if others else "")
+                   + (" (dry run: nothing is changed)" if incident.dry_run else ""))
 
 
 def incident_start(incident: Incident, *, now: datetime, actor=None, message: str = "") -> None:
