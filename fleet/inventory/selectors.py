@@ -251,13 +251,15 @@ def node_list() -> QuerySet[Node]:
     - `open_findings`, `open_since` (the oldest open finding's opening time);
     - `headline_party`: who acts on the triage headline — the first failing step's most severe, oldest finding;
     - `last_report_at`, `report_interval_s`, `reporting_silent` from the latest report;
-    - `gpus_seen` (in the latest report) and `gpus_expected` (declared, else baseline, else pool; as
-      `expected_gpu_count`).
+    - `gpus_seen` (in the latest report, less the GPUs it marks lost: NVML still counts a GPU that fell off
+      the bus) and `gpus_expected` (declared, else baseline, else pool; as `expected_gpu_count`).
     """
     open_findings = _open_findings()
     counts = open_findings.values("node").annotate(n=Count("pk")).values("n")
     oldest = open_findings.values("node").annotate(at=Min("opened_at")).values("at")
     worst = open_findings.annotate(r=_rank("severity", SEVERITY_ORDER)).order_by("r").values("r")[:1]
+    lost = (GPU.objects.filter(node=OuterRef("pk"), status__lost=True).values("node")
+            .annotate(n=Count("pk")).values("n"))
     headline = (open_findings.annotate(step_rank=_rank("step", STEP_ORDER), r=_rank("severity", SEVERITY_ORDER))
                 .order_by("step_rank", "r", "opened_at", "id").values("responsible_party")[:1])
     return (Node.objects.select_related("provider", "site", "pool")
@@ -268,7 +270,8 @@ def node_list() -> QuerySet[Node]:
                       last_report_at=F("status__received_at"),
                       report_interval_s=F("status__interval_s"),
                       reporting_silent=F("status__silent"),
-                      gpus_seen=F("status__gpu_count_seen"),
+                      gpus_seen=F("status__gpu_count_seen") - Coalesce(Subquery(lost, output_field=IntegerField()),
+                                                                       Value(0)),
                       gpus_expected=Coalesce(
                           NullIf(F("expected_gpu_count"), Value(0)),
                           Case(When(baseline__isnull=False, then=F("baseline__gpu_count")),

@@ -33,6 +33,20 @@ def test_selector_constants_match_the_health_app():
     assert selectors.STEP_ORDER == health_choices.STEP_ORDER
 
 
+def test_a_gpu_that_fell_off_the_bus_is_not_counted_seen(viewer_api):
+    """NVML still counts a GPU that fell off the bus (its handle answers GPU_IS_LOST): 8 in the report, one of them
+    lost, is 7 of 8 seen on the nodes list, not 8 of 8."""
+    from tests.factories import GPUFactory
+    from tests.health.factories import GPUStatusFactory
+
+    node = NodeFactory(hostname="lost-one", expected_gpu_count=8)
+    NodeStatusFactory(node=node, received_at=timezone.now(), gpu_count_seen=8, lost_gpus=["00000000:3B:00.0"])
+    for index in range(8):
+        GPUStatusFactory(gpu=GPUFactory(node=node, index=index), node=node, lost=index == 3)
+    row = next(r for r in viewer_api.get("/api/v1/nodes/").json()["results"] if r["hostname"] == "lost-one")
+    assert (row["gpus_seen"], row["gpus_expected"]) == (7, 8)
+
+
 def test_triage_columns(viewer_api):
     now = timezone.now()
     sick = NodeFactory(hostname="sick", expected_gpu_count=8)

@@ -91,7 +91,8 @@ class NodeSerializer(serializers.ModelSerializer):
                                                help_text="When the latest agent report arrived (null: never)")
     silent = serializers.SerializerMethodField(
         help_text="No report for 3 intervals (at least 60 s) or flagged silent; null when it never reported")
-    gpus_seen = serializers.IntegerField(read_only=True, default=None, help_text="GPUs in the latest report")
+    gpus_seen = serializers.IntegerField(read_only=True, default=None,
+                                         help_text="GPUs in the latest report, less those it marks lost")
     gpus_expected = serializers.IntegerField(read_only=True, default=None,
                                              help_text="Declared, else the baseline's, else the pool's GPUs per node")
 

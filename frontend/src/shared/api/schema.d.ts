@@ -4622,7 +4622,7 @@ export interface components {
             readonly last_report_at: string;
             /** @description No report for 3 intervals (at least 60 s) or flagged silent; null when it never reported */
             readonly silent: boolean | null;
-            /** @description GPUs in the latest report */
+            /** @description GPUs in the latest report, less those it marks lost */
             readonly gpus_seen: number;
             /** @description Declared, else the baseline's, else the pool's GPUs per node */
             readonly gpus_expected: number;
