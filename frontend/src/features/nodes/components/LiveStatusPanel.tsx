@@ -22,6 +22,15 @@ function NodeSpark({ points, label }: { points: Point[] | undefined; label: stri
   );
 }
 
+/** NVML keeps counting a GPU that fell off the bus: the report's count less the GPUs it marks lost. */
+function GpusSeen({ count, lostGpus }: { count: number | null | undefined; lostGpus: unknown }) {
+  const { t } = useTranslation();
+  if (count == null) return <>—</>;
+  const lost = Array.isArray(lostGpus) ? lostGpus.length : 0;
+  if (!lost) return <>{formatNumber(count)}</>;
+  return <span className="text-bad">{t("node.gpusSeenLost", { seen: formatNumber(Math.max(count - lost, 0)), lost })}</span>;
+}
+
 export function LiveStatusPanel({ nodeId }: { nodeId: number }) {
   const { t } = useTranslation();
   const status = useNodeStatus(nodeId);
@@ -56,7 +65,7 @@ export function LiveStatusPanel({ nodeId }: { nodeId: number }) {
             [t("node.memory"), memUsed != null ? `${formatBytes(memUsed)} / ${formatBytes(s.mem_total_bytes)}` : "—"],
             [t("node.load1"), formatNumber(s.load1, 2)],
             [t("node.tcpRetrans"), formatPercent(s.tcp_retrans_pct, 2)],
-            [t("node.gpusSeen"), formatNumber(s.gpu_count_seen)],
+            [t("node.gpusSeen"), <GpusSeen count={s.gpu_count_seen} lostGpus={s.lost_gpus} />],
             [t("node.checkpointAge"), s.checkpoint_age_s != null ? t("node.seconds", { count: Math.round(s.checkpoint_age_s) }) : "—"],
             [t("node.agentVersion"), s.agent_version || "—"],
           ]}

@@ -61,7 +61,7 @@ const en = {
     publicEndpoint: "Public endpoint", labels: "Labels", created: "Enrolled", liveStatus: "Live status",
     silent: "silent", reporting: "reporting", lastReport: "last report {{when}}", notice: "{{kind}} notice, deadline {{when}}",
     cpuBusy: "CPU busy", gpuUtilAvg: "GPU utilisation (avg, 1 h)", cpuSteal: "CPU steal", cpuIowait: "I/O wait",
-    memory: "Memory", load1: "Load (1 min)", tcpRetrans: "TCP retransmits", gpusSeen: "GPUs seen",
+    memory: "Memory", load1: "Load (1 min)", tcpRetrans: "TCP retransmits", gpusSeen: "GPUs seen", gpusSeenLost: "{{seen}} ({{lost}} lost)",
     checkpointAge: "Newest checkpoint age", agentVersion: "Agent version",
     seconds_one: "{{count}} s", seconds_other: "{{count}} s",
     neverReported: "This node has not reported yet.", notFound: "There is no node with this id.", badId: "That is not a node id.",

@@ -61,7 +61,7 @@ const zhCN = {
     publicEndpoint: "公网服务", labels: "标签", created: "接入时间", liveStatus: "实时状态",
     silent: "失联", reporting: "上报正常", lastReport: "最近上报 {{when}}", notice: "{{kind}} 通知，截止 {{when}}",
     cpuBusy: "CPU 繁忙", gpuUtilAvg: "GPU 利用率（平均，1 小时）", cpuSteal: "CPU 窃取", cpuIowait: "I/O 等待",
-    memory: "内存", load1: "负载（1 分钟）", tcpRetrans: "TCP 重传", gpusSeen: "可见 GPU",
+    memory: "内存", load1: "负载（1 分钟）", tcpRetrans: "TCP 重传", gpusSeen: "可见 GPU", gpusSeenLost: "{{seen}}（{{lost}} 个丢失）",
     checkpointAge: "最新检查点距今", agentVersion: "Agent 版本",
     seconds_other: "{{count}} 秒",
     neverReported: "该节点尚未上报数据。", notFound: "不存在该 ID 的节点。", badId: "这不是有效的节点 ID。",
