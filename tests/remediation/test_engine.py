@@ -299,11 +299,8 @@ def test_the_pool_setting_is_read_when_the_step_is_created(recording):
     assert run.output["executors_passed_over"] == ["ipmi: not installed on this server"]
 
 
-def test_polling_a_step_that_waits_on_the_provider_sends_nothing_new():
-    """An incident that waits on the hosting provider is polled (the executor asks again) every few minutes for
-    hours. Waiting on the same thing with the same words is no news: one 'waiting' entry and one step_changed
-    message when the wait began, none per poll."""
-    operator = UserFactory(role="operator")
+def _waiting_on_the_provider(operator) -> Incident:
+    """A hosted bare-metal incident walked to its 'wait for the provider's repair' step."""
     incident = _incident("bare_metal_hosted")
 
     def stop_at_wait(run, now):
@@ -312,6 +309,15 @@ def test_polling_a_step_that_waits_on_the_provider_sends_nothing_new():
 
     with pytest.raises(StopIteration):
         walk(incident, operator, at=T0, on_step=stop_at_wait)
+    return incident
+
+
+def test_polling_a_step_that_waits_on_the_provider_sends_nothing_new():
+    """An incident that waits on the hosting provider is polled (the executor asks again) every few minutes for
+    hours. Waiting on the same thing with the same words is no news: one 'waiting' entry and one step_changed
+    message when the wait began, none per poll."""
+    operator = UserFactory(role="operator")
+    incident = _waiting_on_the_provider(operator)
     run = current_run(incident)
     changes = []
 
@@ -342,14 +348,7 @@ def test_an_operators_cordon_runs_at_once_while_another_incident_waits_on_the_no
     from fleet.remediation.services.actions import incident_open_manual
 
     operator = UserFactory(role="operator")
-    waiting = _incident("bare_metal_hosted")
-
-    def stop_at_wait(run, now):
-        if run.kind == "await_external" and run.status == StepStatus.WAITING:
-            raise StopIteration
-
-    with pytest.raises(StopIteration):
-        walk(waiting, operator, at=T0, on_step=stop_at_wait)
+    waiting = _waiting_on_the_provider(operator)
     cordon = incident_open_manual(node=waiting.node, workflow=Workflow.objects.get(slug="operator-cordon"),
                                   actor=operator, note="draining the rack", now=T0 + timedelta(hours=1))
     cordon.refresh_from_db()
