@@ -27,10 +27,6 @@ EXPLAINS_ECC = Explains(ECC_COUNTER_RULES)
 # 48 reports on older boards): they are the more specific finding of the same fault on that GPU.
 CONTAINMENT_XIDS = frozenset({94, 95})
 EXPLAINS_REPAIR_XIDS = Explains(("xid",), subjects=(":xid:63", ":xid:48"))
-# Xid 79 is the driver saying why a GPU vanished ("GPU has fallen off the bus"): the GPU then missing from NVML is
-# the same fault, and the Xid the more specific reading of it.
-LOST_GPU_XIDS = frozenset({79})
-EXPLAINS_LOST_GPU = Explains(("gpu_lost",))
 
 ACTION_PHRASES = {
     XidAction.RESTART_APP: Msg("restart the application"),
@@ -139,8 +135,6 @@ def _xid(node, params, ctx):
             explains.append(EXPLAINS_ECC)
         if last.code in CONTAINMENT_XIDS:
             explains.append(EXPLAINS_REPAIR_XIDS)
-        if last.code in LOST_GPU_XIDS:
-            explains.append(EXPLAINS_LOST_GPU)
         found.append(Observation(
             summary=Msg("Xid {code} on {gpu}: {meaning} ({count}× since {since} UTC) — {step}", code=last.code,
                         gpu=label, meaning=Msg.known(str(policy["meaning"])[:200]), count=count,

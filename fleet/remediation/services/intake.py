@@ -4,10 +4,10 @@ open an incident?" always has an answer.
 For a new finding, in order: resolved already → nothing; node retired → nothing; snoozed or marked healthy
 (the finding or its GPU) → nothing until the override ends; an open incident for the same node and cause →
 attach; an open incident on the node with an open finding that explains this one or that this one explains (the
-health catalog's `explains`: a lost GPU after its Xid 79, an ECC counter after its Xid 48…) → attach, since it is
-the same fault; the pool's or site's circuit breaker open (or tripping now) → attach to its mass-failure incident;
-else the first matching remediation policy opens an incident with its workflow, queued until the pool has a
-remediation slot.
+health catalog's `explains`: an ECC counter after its Xid 48…), or that is the same fault on the same GPU (a lost
+GPU after its Xid 79) → attach; the pool's or site's circuit breaker open (or tripping now) → attach to its
+mass-failure incident; else the first matching remediation policy opens an incident with its workflow, queued
+until the pool has a remediation slot.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ logger = logging.getLogger(__name__)
 REPEAT_WINDOW = timedelta(seconds=NODE_REMEDIATIONS_RMA_THRESHOLD[1])
 PREEMPTION_RULES = {"preemption_notice", "silent_spot_node"}
 MAX_PER_SWEEP = 500
+# Causes that are one fault when they name the same GPU, beyond the health catalog's `explains`: Xid 79 is the
+# driver saying the GPU fell off the bus, and `gpu_lost` is the same GPU then missing from NVML. (The triage keeps
+# its own order for them: step 1, the GPU is not visible, heads it.)
+SAME_FAULT_ON_ONE_GPU = (frozenset({"xid:79", "rule:gpu_lost"}),)
 
 
 def finding_cause(finding: Finding) -> tuple[str, str]:
@@ -138,8 +142,12 @@ def incident_of_the_same_fault(finding: Finding) -> tuple[Incident, Finding] | N
     if not linked:
         return None
     explained = findings_explained([finding, *linked])
+    cause = finding_cause(finding)[1]
     for other in linked:
-        if explained.get(finding.pk) == other or explained.get(other.pk) == finding:
+        pair = {cause, finding_cause(other)[1]}
+        same_gpu_fault = finding.gpu_id is not None and other.gpu_id == finding.gpu_id and any(
+            pair == group for group in SAME_FAULT_ON_ONE_GPU)
+        if same_gpu_fault or explained.get(finding.pk) == other or explained.get(other.pk) == finding:
             incident = (Incident.objects.select_for_update()
                         .filter(finding_links__finding=other, state__in=sorted(OPEN_STATES)).first())
             if incident is not None:
